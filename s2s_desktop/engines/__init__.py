@@ -1,0 +1,1 @@
+"""Engines: one backend per file, no Qt. See base.py for the contracts."""

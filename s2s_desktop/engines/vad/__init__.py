@@ -1,0 +1,1 @@
+"""vad backends."""

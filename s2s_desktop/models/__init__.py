@@ -1,0 +1,1 @@
+"""Models: catalog, cache scan, download, verify, delete, import, and resolving references."""
