@@ -1,0 +1,179 @@
+"""`s2s-desktop`: the app (no arguments), `run` (WAV in → WAV out, headless), `bench`,
+`models`, `devices`, and the commands a running app accepts (toggle, talk-start, talk-stop,
+quit, status)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from . import __version__
+from .errors import S2SError
+
+APP_COMMANDS = ("toggle", "talk-start", "talk-stop", "quit", "status")
+
+
+def _add_settings_options(p: argparse.ArgumentParser, top: bool = False) -> None:
+    # On subcommands the defaults are suppressed, so options given before the subcommand stay.
+    p.add_argument("--profile", default=None if top else argparse.SUPPRESS,
+                   help="named settings profile: starter, auto")
+    p.add_argument("--set", dest="overrides", action="append",
+                   default=[] if top else argparse.SUPPRESS, metavar="KEY=VALUE",
+                   help="override a setting for this launch, e.g. --set llm.model=PATH")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="s2s-desktop", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"s2s-desktop {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    _add_settings_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="answer recorded questions headless: WAV in, WAV out")
+    run.add_argument("--input", "-i", action="append", required=True,
+                     help="a recording (WAV/FLAC/OGG); repeat for a conversation")
+    run.add_argument("--output-dir", "-o", default="s2s-output",
+                     help="where turn-N.wav replies go (default: ./s2s-output)")
+    run.add_argument("--json", action="store_true", help="one JSON object per turn")
+    _add_settings_options(run)
+
+    bench = sub.add_parser("bench", help="measure latency on spoken questions")
+    bench.add_argument("--runs", type=int, default=5)
+    bench.add_argument("--json", action="store_true")
+    bench.add_argument("--plot", metavar="FILE.png")
+    _add_settings_options(bench)
+
+    try:
+        from .models.models_cli import add_models_parser
+    except ImportError:
+        add_models_parser = None
+    if add_models_parser is not None:
+        add_models_parser(sub)
+
+    dev = sub.add_parser("devices", help="list compute and audio devices")
+    dev.add_argument("--json", action="store_true")
+    _add_settings_options(dev)
+
+    for name in APP_COMMANDS:
+        p = sub.add_parser(name, help=f"tell the running app: {name}")
+        if name == "status":
+            p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _settings(args):
+    from . import config
+
+    overrides = config.parse_overrides(getattr(args, "overrides", []) or [])
+    settings, warnings = config.resolve(getattr(args, "profile", None), overrides)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return settings
+
+
+def cmd_run(args) -> int:
+    from .pipeline.runner import run_files
+
+    settings = _settings(args)
+
+    def show(rec: dict) -> None:
+        if args.json:
+            print(json.dumps(rec, ensure_ascii=False), flush=True)
+            return
+        t = rec["timings_ms"]
+        print(f"[turn {rec['turn']}] {rec['input']}")
+        print(f"  you:       {rec['transcript'] or '(nothing heard)'}")
+        if rec["reason"] != "ok":
+            print(f"  ({rec['reason']}{': ' + rec['error'] if rec['error'] else ''})")
+        if rec["reply"]:
+            print(f"  assistant: {rec['reply']}")
+        if rec["audio"]:
+            print(f"  audio:     {rec['audio']} ({rec['audio_seconds']} s)")
+        if t.get("release_to_first_audio") is not None:
+            print(f"  latency:   {t['release_to_first_audio']:.0f} ms to first audio "
+                  f"(vad {t['vad']:.0f}, stt {t['stt']:.0f}, llm first token "
+                  f"{t['llm_first_token']:.0f}, tts first chunk {t['tts_first_chunk']:.0f})")
+        sys.stdout.flush()
+
+    results = run_files(settings, args.input, args.output_dir, on_turn=show)
+    errors = [r for r in results if r["reason"] == "error"]
+    return 1 if errors and len(errors) == len(results) else 0
+
+
+def cmd_bench(args) -> int:
+    from .bench import bench_command
+
+    return bench_command(args, _settings(args))
+
+
+def cmd_devices(args) -> int:
+    from .devices import devices_command
+
+    return devices_command(args.json, _settings(args))
+
+
+def cmd_app_control(args) -> int:
+    from .ipc import send_command
+
+    return send_command(args.command, json_output=getattr(args, "json", False))
+
+
+def cmd_app(args) -> int:
+    from .app import run_app
+
+    return run_app(args)
+
+
+def setup_logging(verbose: bool, to_file: bool) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if to_file:
+        from logging.handlers import RotatingFileHandler
+
+        from .config import log_dir
+
+        try:
+            log_dir().mkdir(parents=True, exist_ok=True)
+            handlers.append(RotatingFileHandler(log_dir() / "s2s-desktop.log",
+                                                maxBytes=2_000_000, backupCount=3))
+            handlers[-1].setLevel(logging.DEBUG if verbose else logging.INFO)
+        except OSError:
+            pass
+    logging.basicConfig(level=level, handlers=handlers,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose, to_file=args.command is None)
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    handlers = {"run": cmd_run, "bench": cmd_bench, "devices": cmd_devices, None: cmd_app}
+    if args.command == "models":
+        from .models.models_cli import models_command
+
+        handler = models_command
+    elif args.command in APP_COMMANDS:
+        handler = cmd_app_control
+    else:
+        handler = handlers[args.command]
+    try:
+        return handler(args)
+    except S2SError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # never a bare traceback for the user; details go to the log
+        logging.getLogger(__name__).debug("unexpected error", exc_info=True)
+        print(f"error: unexpected {type(exc).__name__}: {exc} (run with -v for details)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""LLM on MLX (Apple Silicon GPU; MLX's CPU build elsewhere) via mlx-lm, streamed per token.
+
+Every MLX step (load, each generated token, unload) runs under the process-wide MLX lock, so
+STT and TTS on MLX can work between tokens without two threads touching Metal at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from ...errors import DeviceUnavailable, ModelLoadError
+from ...mlx_lock import locked_steps, mlx_lock
+from ...models.resolve import resolve_model
+from ..base import LLMEngine, require
+
+log = logging.getLogger(__name__)
+
+BACKEND = "mlx-lm"
+
+
+def _check_model_folder(path: Path) -> None:
+    """mlx-lm reads a folder of config.json + *.safetensors; say so before it fails obscurely."""
+    if path.is_file():
+        kind = "a GGUF file" if path.suffix.lower() == ".gguf" else f"the file {path.name}"
+        raise ModelLoadError(
+            f"mlx-lm needs a model folder (config.json + *.safetensors), not {kind}: "
+            "choose an mlx-community model, or the llama-cpp backend for GGUF files"
+        )
+    if not (path / "config.json").exists() or not any(path.glob("*.safetensors")):
+        raise ModelLoadError(
+            f"{path} is not an MLX/safetensors model folder (needs config.json and "
+            "*.safetensors): choose an mlx-community model or convert one with mlx_lm.convert"
+        )
+
+
+def _config_fixes(path: Path) -> dict:
+    """transformers 5 writes `rope_parameters`, which this mlx-lm does not read: without the
+    fix a model saved by transformers 5 runs with the default RoPE base and talks nonsense."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{path / 'config.json'} is unreadable ({exc})") from exc
+    rope = config.get("rope_parameters")
+    fixes: dict = {}
+    if isinstance(rope, dict) and "rope_theta" not in config and "rope_theta" in rope:
+        fixes["rope_theta"] = rope["rope_theta"]
+        if rope.get("rope_type", "default") != "default" and not config.get("rope_scaling"):
+            fixes["rope_scaling"] = dict(rope)
+    return fixes
+
+
+class MLXLMLLM(LLMEngine):
+    name = BACKEND
+
+    def __init__(self, settings, device: str = "mlx"):
+        if device != "mlx":
+            raise DeviceUnavailable(
+                f"backend '{BACKEND}' runs only on mlx, not {device}: choose llama-cpp or "
+                "transformers for this device"
+            )
+        super().__init__(settings, device)
+        self._mlx_lm = None
+        self._model = None
+        self._tokenizer = None
+
+    def load(self) -> None:
+        require("mlx.core", BACKEND, "mlx", "mlx")
+        self._mlx_lm = require("mlx_lm", BACKEND, "mlx-lm", "mlx")
+        path = resolve_model(self.settings.model, "llm", self.settings.model_file)
+        _check_model_folder(path)
+        trust = bool(self.settings.trust_remote_code)
+        with mlx_lock("llm"):
+            try:
+                self._model, self._tokenizer = self._mlx_lm.load(
+                    str(path),
+                    tokenizer_config={"trust_remote_code": trust},
+                    model_config=_config_fixes(path),
+                    trust_remote_code=trust,
+                )
+            except (ValueError, KeyError, FileNotFoundError, OSError) as exc:
+                raise ModelLoadError(
+                    f"mlx-lm could not load {path} ({exc}): the folder may be incomplete or "
+                    "of an architecture this mlx-lm does not know (pip install -U mlx-lm)"
+                ) from exc
+        self.loaded = True
+
+    def warmup(self) -> None:
+        for _ in self.stream([{"role": "user", "content": "Hi"}], threading.Event(), 1):
+            pass
+
+    def unload(self) -> None:
+        if self._model is not None:
+            with mlx_lock("llm"):
+                self._model = self._tokenizer = None
+                import mlx.core as mx
+
+                mx.clear_cache()
+        super().unload()
+
+    # ------------------------------------------------------------ prompt
+
+    def _render(self, messages: list[dict]) -> str:
+        tok = self._tokenizer
+        if getattr(tok, "chat_template", None):
+            return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        # no template shipped: a plain transcript the model can continue
+        lines = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
+        return "\n".join(lines) + "\nAssistant:"
+
+    def prompt_tokens(self, messages: list[dict], max_new_tokens: int) -> list[int]:
+        """Token ids of the chat prompt, dropping the oldest exchanges until it fits the
+        context (the system prompt and the latest message are always kept)."""
+        budget = max(16, int(self.settings.context_tokens) - max_new_tokens)
+        msgs = list(messages)
+        while True:
+            ids = self._tokenizer.encode(self._render(msgs), add_special_tokens=False)
+            droppable = [i for i, m in enumerate(msgs[:-1]) if m["role"] != "system"]
+            if len(ids) <= budget or not droppable:
+                return ids[-budget:]
+            del msgs[droppable[0]]
+
+    # ------------------------------------------------------------ generation
+
+    def stream(
+        self, messages: list[dict], stop: threading.Event, max_new_tokens: int | None = None
+    ) -> Iterator[str]:
+        if not self.loaded:
+            raise ModelLoadError("the mlx-lm model is not loaded yet: load() it first")
+        from mlx_lm.sample_utils import make_sampler
+
+        if stop.is_set():
+            return
+        limit = int(max_new_tokens or self.settings.max_new_tokens)
+        ids = self.prompt_tokens(messages, limit)
+        sampler = make_sampler(temp=float(self.settings.temperature))
+        generator = self._mlx_lm.stream_generate(
+            self._model, self._tokenizer, ids, max_tokens=limit, sampler=sampler
+        )
+        steps = locked_steps("llm", generator)  # the lock is taken per token, not per reply
+        try:
+            for response in steps:
+                if stop.is_set():
+                    return
+                if response.text:
+                    yield response.text
+                if stop.is_set():
+                    return
+        finally:
+            steps.close()

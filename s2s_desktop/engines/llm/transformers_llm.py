@@ -1,0 +1,224 @@
+"""LLM over Hugging Face transformers: a local folder of safetensors, or a GGUF file.
+
+Generation runs on its own thread and feeds a TextIteratorStreamer; a StoppingCriteria reads
+the stop Event at every token, so barge-in ends the reply at the next token.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ...errors import DeviceUnavailable, ModelLoadError, S2SError, UnsafeModelFormat
+from ...models.resolve import resolve_model
+from ..base import LLMEngine, require
+
+log = logging.getLogger(__name__)
+
+BACKEND = "transformers"
+STREAM_TIMEOUT_S = 300.0  # a generation thread silent this long has hung: give up
+
+
+def _torch():
+    return require("torch", BACKEND, "torch", "torch")
+
+
+def pick_dtype(requested: str, device: str):
+    """The torch dtype for `device`: half precision on GPUs (bf16 where supported), fp32 on CPU."""
+    torch = _torch()
+    named = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+    if requested in named:
+        return named[requested]
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def torch_device(device: str) -> str:
+    """Check the device is usable by torch here; "mlx" has no torch meaning and runs on CPU."""
+    torch = _torch()
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise DeviceUnavailable(
+                f"llm.device is {device} but torch sees no CUDA GPU here: "
+                "install a CUDA build of torch, or set llm.device=cpu"
+            )
+        return device
+    if device == "mps":
+        if not torch.backends.mps.is_available():
+            raise DeviceUnavailable(
+                "llm.device is mps but Metal is not available to torch here: set llm.device=cpu"
+            )
+        return device
+    return "cpu"
+
+
+def _model_source(path: Path) -> tuple[Path, str | None]:
+    """(folder, gguf file name or None) for a GGUF file or a folder of safetensors."""
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelLoadError(
+                f"{path.name} is not a model this backend can read: give a folder with "
+                "*.safetensors and config.json, or a .gguf file"
+            )
+        return path.parent, path.name
+    if list(path.glob("*.safetensors")):
+        return path, None
+    if list(path.glob("*.bin")) or list(path.glob("*.pt")):
+        raise UnsafeModelFormat(
+            f"{path} holds only pickle weights (*.bin/*.pt), which can run code when loaded: "
+            "use a safetensors or GGUF copy of this model"
+        )
+    ggufs = sorted(path.glob("*.gguf"))
+    if len(ggufs) == 1:
+        return path, ggufs[0].name
+    if ggufs:
+        raise ModelLoadError(
+            f"{path} holds several GGUF files: choose one with --set llm.model_file=NAME"
+        )
+    raise ModelLoadError(f"{path} holds no *.safetensors or *.gguf model files")
+
+
+class TransformersLLM(LLMEngine):
+    name = "transformers"
+
+    def __init__(self, settings, device: str = "cpu"):
+        super().__init__(settings, device)
+        self.model = None
+        self.tokenizer = None
+        self.last_stats: dict = {}
+
+    def load(self) -> None:
+        torch = _torch()
+        transformers = require("transformers", BACKEND, "transformers", "torch")
+        folder, gguf_file = _model_source(
+            resolve_model(self.settings.model, "llm", self.settings.model_file)
+        )
+        if gguf_file:
+            require("gguf", BACKEND, "gguf")
+        dev = torch_device(self.device)
+        dtype = pick_dtype(self.settings.dtype, dev)
+        kwargs = {
+            "local_files_only": True,
+            "trust_remote_code": bool(self.settings.trust_remote_code),
+        }
+        if gguf_file:
+            kwargs["gguf_file"] = gguf_file
+        else:
+            kwargs["use_safetensors"] = True
+        t0 = time.monotonic()
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **kwargs)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(folder), dtype=dtype, **kwargs
+            )
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise ModelLoadError(
+                f"could not load the LLM from {folder / (gguf_file or '')}: {exc}"
+            ) from exc
+        try:
+            model.to(dev)
+        except RuntimeError as exc:  # out of memory, driver trouble
+            raise DeviceUnavailable(f"could not put the LLM on {dev} ({exc}): "
+                                    "set llm.device=cpu or choose a smaller model") from exc
+        model.eval()
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ModelLoadError(
+                f"the tokenizer in {folder} has no chat template: use an instruct/chat model"
+            )
+        self.model, self.torch_device = model, dev
+        self.loaded = True
+        log.info("transformers LLM loaded from %s on %s (%s) in %.1f s",
+                 folder, dev, dtype, time.monotonic() - t0)
+
+    def warmup(self) -> None:
+        stop = threading.Event()
+        for _ in self.stream([{"role": "user", "content": "Hi"}], stop, max_new_tokens=1):
+            pass
+
+    def stream(
+        self, messages: list[dict], stop: threading.Event, max_new_tokens: int | None = None
+    ) -> Iterator[str]:
+        torch = _torch()
+        transformers = require("transformers", BACKEND, "transformers", "torch")
+        if self.model is None:
+            raise ModelLoadError("the LLM is not loaded yet")
+        if stop.is_set():
+            return
+        limit = max_new_tokens or self.settings.max_new_tokens
+        inputs = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        inputs = {k: v.to(self.torch_device) for k, v in inputs.items()}
+        streamer = transformers.TextIteratorStreamer(
+            self.tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=STREAM_TIMEOUT_S
+        )
+        quit_ = threading.Event()  # set when the consumer stops reading early
+        counter = _StopOnEvent(stop, quit_)
+        temperature = float(self.settings.temperature)
+        gen_kwargs = dict(
+            **inputs,
+            max_new_tokens=limit,
+            do_sample=temperature > 0,
+            streamer=streamer,
+            stopping_criteria=transformers.StoppingCriteriaList([counter]),
+            pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+        )
+        if temperature > 0:
+            gen_kwargs["temperature"] = temperature
+        else:  # greedy: clear sampling knobs a generation_config may carry
+            gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+        failure: list[BaseException] = []
+
+        def generate() -> None:
+            try:
+                with torch.inference_mode():
+                    self.model.generate(**gen_kwargs)
+            except BaseException as exc:  # surfaced in the consumer's thread
+                failure.append(exc)
+                streamer.end()
+
+        t0 = time.monotonic()
+        first = None
+        worker = threading.Thread(target=generate, name="llm-generate", daemon=True)
+        worker.start()
+        try:
+            for text in streamer:
+                if stop.is_set():
+                    break
+                if text:
+                    first = first or time.monotonic() - t0
+                    yield text
+        finally:
+            quit_.set()
+            worker.join(timeout=STREAM_TIMEOUT_S)
+            if self.torch_device == "mps":
+                torch.mps.synchronize()
+                torch.mps.empty_cache()
+            self.last_stats = {
+                "tokens": counter.tokens,
+                "first_token_s": first,
+                "total_s": time.monotonic() - t0,
+                "finish": "cancelled" if stop.is_set() else
+                          ("length" if counter.tokens >= limit else "stop"),
+            }
+        if failure and not stop.is_set():
+            raise S2SError(f"the LLM failed while generating: {failure[0]}") from failure[0]
+
+
+class _StopOnEvent:
+    """StoppingCriteria: stop at the next token once either event is set; counts new tokens."""
+
+    def __init__(self, stop: threading.Event, quit_: threading.Event):
+        self.stop, self.quit, self.tokens = stop, quit_, 0
+
+    def __call__(self, input_ids, scores, **kwargs):
+        torch = _torch()
+        self.tokens += 1
+        done = self.stop.is_set() or self.quit.is_set()
+        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)

@@ -1,0 +1,170 @@
+"""Whisper on CTranslate2 through faster-whisper: the default STT on CPU and NVIDIA GPUs.
+
+The model is a folder converted for CTranslate2 (`model.bin`, `config.json`, `tokenizer.json`,
+optionally `preprocessor_config.json`). Audio arrives already trimmed by our VAD, so
+faster-whisper's own VAD stays off.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import DeviceUnavailable, ModelLoadError, ModelNotFound, SettingsError
+from ...models.resolve import resolve_model
+from ..base import SAMPLE_RATE, STTEngine, STTResult, require
+
+log = logging.getLogger(__name__)
+
+VERIFY_HINT = "run `s2s-desktop models verify` or download the model again"
+# Whisper decodes at most 448 tokens per 30 s window; a few are the prompt.
+MAX_NEW_TOKENS = 400
+
+
+def token_budget(n_samples: int) -> int:
+    """New tokens allowed per window for a clip this long. Real speech stays far below
+    (~3-6 tokens/s in English, ~10 in CJK); the cap stops a hallucination loop from decoding
+    the full 448 tokens on a short clip, which costs seconds on a CPU."""
+    seconds = min(30.0, n_samples / SAMPLE_RATE)
+    return min(MAX_NEW_TOKENS, 24 + 16 * math.ceil(seconds))
+
+
+def split_device(device: str) -> tuple[str, int]:
+    """"cuda:1" -> ("cuda", 1); "cpu" -> ("cpu", 0)."""
+    base, _, index = (device or "cpu").partition(":")
+    try:
+        return base, int(index) if index else 0
+    except ValueError:
+        raise SettingsError(f"stt.device: '{device}' is not a device (use cpu, cuda or cuda:N)")
+
+
+def model_folder(ref: str) -> Path:
+    """The CTranslate2 model folder for `ref`, checked for the files faster-whisper needs."""
+    path = resolve_model(ref, "stt")
+    if path.is_file():  # the user pointed at model.bin itself
+        path = path.parent
+    if not (path / "model.bin").is_file():
+        raise ModelNotFound(
+            f"no CTranslate2 Whisper model in {path} (model.bin is missing): point stt.model at "
+            "a faster-whisper model folder, or use stt.backend=transformers for a "
+            "transformers checkpoint"
+        )
+    if not (path / "tokenizer.json").is_file():
+        # faster-whisper would quietly try to download one from the Hub instead.
+        raise ModelLoadError(f"the Whisper model at {path} has no tokenizer.json: {VERIFY_HINT}")
+    return path
+
+
+class FasterWhisperSTT(STTEngine):
+    name = "faster-whisper"
+
+    def __init__(self, settings, device: str = "cpu"):
+        super().__init__(settings, device)
+        self.model = None
+        self.compute_type = ""
+
+    def load(self) -> None:
+        fw = require("faster_whisper", self.name, "faster-whisper")
+        ctranslate2 = require("ctranslate2", self.name, "ctranslate2")
+        path = model_folder(self.settings.model)
+        base, index = split_device(self.device)
+        if base not in ("cpu", "cuda"):
+            raise DeviceUnavailable(
+                f"faster-whisper runs on cpu or cuda, not {base}: set stt.device=cpu, or "
+                "stt.backend=mlx-whisper on Apple Silicon"
+            )
+        if base == "cuda" and ctranslate2.get_cuda_device_count() <= index:
+            raise DeviceUnavailable(
+                f"CTranslate2 sees no CUDA device {index} (driver or CUDA libraries missing?): "
+                "set stt.device=cpu"
+            )
+        compute = self.settings.compute_type or "auto"
+        if compute == "auto":
+            compute = "float16" if base == "cuda" else "int8"
+        t0 = time.perf_counter()
+        try:
+            # CTranslate2 rejects PathLike: pass a str.
+            self.model = fw.WhisperModel(
+                str(path), device=base, device_index=index, compute_type=compute,
+                local_files_only=True,
+            )
+        except ValueError as exc:
+            if "compute type" in str(exc).lower() or "compute_type" in str(exc).lower():
+                raise SettingsError(
+                    f"stt.compute_type '{compute}' does not work on {self.device} ({exc}): "
+                    "use auto, int8, int8_float16, float16 or float32"
+                ) from exc
+            raise ModelLoadError(self._load_message(path, exc)) from exc
+        except (RuntimeError, OSError) as exc:
+            text = str(exc)
+            if base == "cuda" and any(k in text for k in ("CUDA", "cuda", "cuBLAS", "cudnn")):
+                raise DeviceUnavailable(
+                    f"faster-whisper could not use {self.device} ({text.splitlines()[0]}): "
+                    "set stt.device=cpu"
+                ) from exc
+            raise ModelLoadError(self._load_message(path, exc)) from exc
+        self.compute_type = compute
+        log.info("faster-whisper %s loaded in %.2f s on %s (%s)", path, time.perf_counter() - t0,
+                 self.device, compute)
+        self.loaded = True
+
+    @staticmethod
+    def _load_message(path: Path, exc: Exception) -> str:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return f"cannot load the Whisper model at {path} ({first}): it may be corrupt or " \
+               f"incomplete; {VERIFY_HINT}"
+
+    def warmup(self) -> None:
+        # One encoder pass and a few decoder steps ready the kernels; a full decode with
+        # temperature fallback on noise would only waste start-up time.
+        if self.model is None:
+            self.load()
+        noise = np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
+        self._decode(noise * 1e-3, self._language(None), max_new_tokens=4, temperature=0.0)
+
+    def unload(self) -> None:
+        self.model = None
+        super().unload()
+
+    def describe(self) -> str:
+        return f"{self.name} on {self.device} ({self.compute_type or self.settings.compute_type})"
+
+    def _language(self, language: str | None) -> str | None:
+        lang = (self.settings.language if language is None else language) or None
+        if lang and self.model.model.is_multilingual:
+            lang = lang.lower()
+            if lang not in self.model.supported_languages:
+                raise SettingsError(
+                    f"stt.language: '{lang}' is not a language this Whisper model knows: use a "
+                    "code such as en, fr, de, or leave it empty to detect the language"
+                )
+        return lang
+
+    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+        if self.model is None:
+            self.load()
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if audio.size == 0:
+            return STTResult("")
+        return self._decode(audio, self._language(language), token_budget(audio.size))
+
+    def _decode(self, audio: np.ndarray, language: str | None, max_new_tokens: int,
+                temperature: float | None = None) -> STTResult:
+        extra = {} if temperature is None else {"temperature": temperature}
+        segments, info = self.model.transcribe(
+            audio,
+            language=language,
+            task="transcribe",
+            beam_size=max(1, int(self.settings.beam_size)),
+            condition_on_previous_text=False,  # one utterance: nothing earlier to lean on
+            vad_filter=False,  # our VAD already trimmed the silence
+            without_timestamps=True,
+            max_new_tokens=max_new_tokens,
+            **extra,
+        )
+        text = "".join(seg.text for seg in segments).strip()  # the generator runs the decode
+        return STTResult(text, info.language)

@@ -1,0 +1,190 @@
+"""Whisper on PyTorch through transformers (extra "torch"): any Whisper checkpoint saved as
+safetensors, on cpu, cuda or mps. Pickle weights (`pytorch_model.bin`) are refused: they can run
+code when loaded."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import DeviceUnavailable, ModelLoadError, ModelNotFound, SettingsError, UnsafeModelFormat
+from ...models.resolve import resolve_model
+from ..base import SAMPLE_RATE, STTEngine, STTResult, require
+from .faster_whisper import VERIFY_HINT, split_device, token_budget
+
+log = logging.getLogger(__name__)
+
+WINDOW_SAMPLES = 30 * SAMPLE_RATE  # Whisper's encoder sees 30 s at a time
+FLOAT_TYPES = ("float16", "bfloat16", "float32")
+
+
+def checkpoint_folder(ref: str) -> Path:
+    """The transformers checkpoint folder for `ref`, with safetensors weights in it."""
+    path = resolve_model(ref, "stt")
+    if path.is_file():
+        path = path.parent
+    if any(path.glob("*.safetensors")):
+        return path
+    pickles = [p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt")]
+    if pickles:
+        raise UnsafeModelFormat(
+            f"the Whisper model at {path} has only pickle weights ({', '.join(sorted(pickles))}), "
+            "which can run code when loaded: use a copy saved as safetensors (model.safetensors)"
+        )
+    raise ModelNotFound(
+        f"no Whisper weights (model.safetensors) in {path}: point stt.model at a transformers "
+        "Whisper folder, or use stt.backend=faster-whisper for a CTranslate2 model"
+    )
+
+
+class TransformersWhisperSTT(STTEngine):
+    name = "transformers"
+
+    def __init__(self, settings, device: str = "cpu"):
+        super().__init__(settings, device)
+        self.model = None
+        self.processor = None
+        self._torch = None
+        self._dtype = None
+        self._id_to_lang: dict[int, str] = {}
+
+    # ------------------------------------------------------------------ loading
+
+    def _torch_device(self, torch) -> str:
+        base, index = split_device(self.device)
+        if base == "cpu":
+            return "cpu"
+        if base == "cuda":
+            if not torch.cuda.is_available() or torch.cuda.device_count() <= index:
+                raise DeviceUnavailable(
+                    f"torch sees no CUDA device {index} (no NVIDIA GPU, or a CPU-only torch "
+                    "build): set stt.device=cpu"
+                )
+            return f"cuda:{index}"
+        if base == "mps":
+            if not torch.backends.mps.is_available():
+                raise DeviceUnavailable("torch cannot use the Apple GPU (mps) here: set stt.device=cpu")
+            return "mps"
+        raise DeviceUnavailable(
+            f"the transformers backend runs on cpu, cuda or mps, not {base}: "
+            "set stt.device=cpu, or stt.backend=mlx-whisper for MLX"
+        )
+
+    def _pick_dtype(self, torch, device: str):
+        wanted = self.settings.compute_type or "auto"
+        if wanted in FLOAT_TYPES:
+            return getattr(torch, wanted)
+        if wanted != "auto":  # int8 etc. belong to CTranslate2; not an error worth stopping for
+            log.info("stt.compute_type=%s has no meaning for transformers; using auto", wanted)
+        return torch.float16 if device.startswith("cuda") else torch.float32
+
+    def load(self) -> None:
+        torch = require("torch", self.name, "torch", extra="torch")
+        transformers = require("transformers", self.name, "transformers", extra="torch")
+        path = checkpoint_folder(self.settings.model)
+        device = self._torch_device(torch)
+        dtype = self._pick_dtype(torch, device)
+        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+        dtype_key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+        t0 = time.perf_counter()
+        try:
+            processor = transformers.WhisperProcessor.from_pretrained(str(path), local_files_only=True)
+            model = transformers.WhisperForConditionalGeneration.from_pretrained(
+                str(path),
+                use_safetensors=True,  # never fall back to unpickling a .bin
+                local_files_only=True,
+                **{dtype_key: dtype},
+            )
+            model.to(device).eval()
+        except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise ModelLoadError(
+                f"cannot load the Whisper model at {path} ({first}): it may be corrupt or "
+                f"incomplete; {VERIFY_HINT}"
+            ) from exc
+        except Exception as exc:  # safetensors raises its own SafetensorError
+            raise ModelLoadError(
+                f"cannot load the Whisper model at {path} ({type(exc).__name__}: {exc}): "
+                f"{VERIFY_HINT}"
+            ) from exc
+        gen = model.generation_config
+        lang_to_id = getattr(gen, "lang_to_id", None) or {}
+        self._id_to_lang = {i: tok.strip("<|>") for tok, i in lang_to_id.items()}
+        self.model, self.processor, self._torch, self._dtype = model, processor, torch, dtype
+        log.info("transformers Whisper %s loaded in %.2f s on %s (%s)", path,
+                 time.perf_counter() - t0, device, dtype)
+        self.loaded = True
+
+    def warmup(self) -> None:
+        if self.model is None:
+            self.load()
+        noise = np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
+        self._generate(noise * 1e-3, self.settings.language or None, max_new_tokens=4)
+
+    def unload(self) -> None:
+        self.model = self.processor = None
+        super().unload()
+
+    def describe(self) -> str:
+        return f"{self.name} Whisper on {self.device}"
+
+    # ------------------------------------------------------------------ transcription
+
+    @property
+    def multilingual(self) -> bool:
+        gen = self.model.generation_config
+        return bool(getattr(gen, "is_multilingual", bool(self._id_to_lang))) and bool(
+            self._id_to_lang
+        )
+
+    def _features(self, audio: np.ndarray) -> dict:
+        fe = self.processor.feature_extractor
+        if audio.size <= WINDOW_SAMPLES:
+            out = fe(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt")
+        else:  # long-form: all frames, and a mask saying where the audio ends
+            out = fe(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt", truncation=False,
+                     padding="longest", return_attention_mask=True)
+        feats = {"input_features": out["input_features"].to(self.model.device, self._dtype)}
+        if "attention_mask" in out and audio.size > WINDOW_SAMPLES:
+            feats["attention_mask"] = out["attention_mask"].to(self.model.device)
+        return feats
+
+    def _generate(self, audio: np.ndarray, language: str | None, max_new_tokens: int) -> STTResult:
+        torch = self._torch
+        feats = self._features(audio)
+        kwargs: dict = {"max_new_tokens": max_new_tokens,
+                        "num_beams": max(1, int(self.settings.beam_size)), "do_sample": False}
+        if audio.size > WINDOW_SAMPLES:
+            kwargs["return_timestamps"] = True  # transformers needs them to stitch windows
+        found = None if self.multilingual else "en"  # English-only checkpoints (.en)
+        with torch.inference_mode():
+            if self.multilingual:
+                if language:
+                    language = language.lower()
+                    if f"<|{language}|>" not in self.model.generation_config.lang_to_id:
+                        raise SettingsError(
+                            f"stt.language: '{language}' is not a language this Whisper model "
+                            "knows: use a code such as en, fr, de, or leave it empty to detect"
+                        )
+                else:  # detect once on the first window, then decode in that language
+                    first = feats["input_features"][..., :3000]
+                    lang_id = int(self.model.detect_language(input_features=first)[0])
+                    language = self._id_to_lang.get(lang_id)
+                kwargs.update(language=language, task="transcribe")
+                found = language
+            out = self.model.generate(**feats, **kwargs)
+        ids = out["sequences"] if not torch.is_tensor(out) else out
+        text = self.processor.batch_decode(ids, skip_special_tokens=True)[0].strip()
+        return STTResult(text, found)
+
+    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+        if self.model is None:
+            self.load()
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if audio.size == 0:
+            return STTResult("")
+        lang = (self.settings.language if language is None else language) or None
+        return self._generate(audio, lang, token_budget(audio.size))

@@ -1,0 +1,157 @@
+"""Piper TTS (ONNX VITS voices, espeak-ng phonemes): fast on CPU, one chunk per sentence.
+
+A voice is an `.onnx` file with its `.onnx.json` config beside it. `tts.model` is that file,
+or a folder of voices (a local one or the cached `rhasspy/piper-voices` repo) with `tts.voice`
+naming the file inside it. piper-tts is GPL-3.0+, so it is the optional extra "piper".
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import DeviceUnavailable, ModelLoadError, ModelNotFound, SettingsError
+from ...models.resolve import resolve_model
+from ..base import TTSEngine, require
+
+CUDA_PROVIDER = "CUDAExecutionProvider"
+
+
+class PiperTTS(TTSEngine):
+    name = "piper"
+
+    def __init__(self, settings, device: str = "cpu"):
+        super().__init__(settings, device)
+        self._voice = None  # piper.PiperVoice once loaded
+        self._speaker_id: int | None = None
+        self.model_path: Path | None = None
+
+    # ------------------------------------------------------------------ loading
+
+    def voice_file(self) -> Path:
+        """The `.onnx` file the settings point at (a file, or a voice inside a folder)."""
+        path = resolve_model(self.settings.model, "tts")
+        if path.is_file():
+            return path
+        voice = self.settings.voice.strip()
+        if voice:
+            name = voice if voice.endswith(".onnx") else f"{voice}.onnx"
+            return resolve_model(self.settings.model, "tts", name)
+        found = sorted(path.rglob("*.onnx"))
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise ModelNotFound(f"no piper voice (.onnx) in {path}: point tts.model at a voice file")
+        names = ", ".join(str(p.relative_to(path)) for p in found[:5])
+        raise SettingsError(f"{path} holds {len(found)} piper voices: set tts.voice to one of "
+                            f"them (e.g. {names})")
+
+    def load(self) -> None:
+        require("piper", self.name, "piper-tts", "piper")
+        import onnxruntime
+        from piper import PiperVoice
+
+        onnx_path = self.voice_file()
+        config = self._read_config(onnx_path)
+        session = self._open_session(onnxruntime, onnx_path)
+        self._voice = PiperVoice(session=session, config=config)
+        self._speaker_id = self._choose_speaker(config)
+        self.sample_rate = int(config.sample_rate)
+        self.model_path = onnx_path
+        self.loaded = True
+
+    @staticmethod
+    def _read_config(onnx_path: Path):
+        from piper.config import PiperConfig
+
+        config_path = onnx_path.with_name(onnx_path.name + ".json")
+        if not config_path.is_file():
+            raise ModelLoadError(f"piper voice config {config_path.name} is missing: put the "
+                                 f"voice's .onnx.json file next to {onnx_path}")
+        try:
+            return PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelLoadError(f"piper voice config {config_path} is not a valid piper voice "
+                                 f"config ({exc!r}): download the voice again") from exc
+
+    def _providers(self, onnxruntime) -> list:
+        if not self.device.startswith("cuda"):
+            return ["CPUExecutionProvider"]
+        if CUDA_PROVIDER not in onnxruntime.get_available_providers():
+            # DeviceUnavailable lets the caller fall back to the CPU and tell the user
+            raise DeviceUnavailable("piper: this onnxruntime has no CUDA support: "
+                                    "pip install onnxruntime-gpu, or set tts.device=cpu")
+        device_id = int(self.device.partition(":")[2] or 0)
+        options = {"device_id": device_id, "cudnn_conv_algo_search": "HEURISTIC"}
+        return [(CUDA_PROVIDER, options), "CPUExecutionProvider"]
+
+    def _open_session(self, onnxruntime, onnx_path: Path):
+        providers = self._providers(onnxruntime)
+        try:
+            session = onnxruntime.InferenceSession(
+                str(onnx_path), sess_options=onnxruntime.SessionOptions(), providers=providers
+            )
+        except Exception as exc:  # onnxruntime raises its own, unexported exception types
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else repr(exc)
+            raise ModelLoadError(f"piper voice {onnx_path.name} could not be loaded ({reason}): "
+                                 "the file may be truncated or corrupt; download it again") from exc
+        if self.device.startswith("cuda") and CUDA_PROVIDER not in session.get_providers():
+            # onnxruntime falls back to the CPU silently when the CUDA libraries are missing
+            raise DeviceUnavailable("piper: onnxruntime could not load the CUDA libraries "
+                                    "(CUDA/cuDNN missing or mismatched); set tts.device=cpu")
+        return session
+
+    def _choose_speaker(self, config) -> int | None:
+        """For a multi-speaker voice given as a file, tts.voice may name the speaker."""
+        if config.num_speakers <= 1:
+            return None
+        voice = self.settings.voice.strip()
+        if not voice or voice.endswith(".onnx") or resolve_model(self.settings.model, "tts").is_dir():
+            return config.default_speaker_id
+        if voice in config.speaker_id_map:
+            return config.speaker_id_map[voice]
+        if voice.isdigit() and int(voice) < config.num_speakers:
+            return int(voice)
+        names = ", ".join(list(config.speaker_id_map)[:8])
+        raise SettingsError(f"tts.voice: this piper voice has no speaker '{voice}'; "
+                            f"choose one of {names}")
+
+    def warmup(self) -> None:
+        for _ in self.synthesize("Hello."):
+            pass
+
+    def unload(self) -> None:
+        self._voice = None
+        super().unload()
+
+    # ------------------------------------------------------------------ synthesis
+
+    def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
+        if self._voice is None:
+            self.load()
+        if not text.strip():
+            return
+        from piper.config import SynthesisConfig
+
+        speed = float(self.settings.speed or 1.0)
+        syn = SynthesisConfig(
+            speaker_id=self._speaker_id,
+            length_scale=self._voice.config.length_scale / speed,  # < 1 speaks faster
+        )
+        # piper phonemizes the whole text at once (cheap), then runs the model per sentence
+        chunks = self._voice.synthesize(text, syn_config=syn)
+        try:
+            for chunk in chunks:
+                if stop is not None and stop.is_set():
+                    return
+                audio = np.asarray(chunk.audio_float_array, dtype=np.float32).reshape(-1)
+                if audio.size:
+                    yield audio
+                if stop is not None and stop.is_set():
+                    return
+        finally:
+            chunks.close()

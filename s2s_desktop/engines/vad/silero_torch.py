@@ -1,0 +1,74 @@
+"""Silero VAD through the `silero-vad` package (TorchScript model on torch): the reference
+implementation, for users who already have torch (extra "torch"). The ONNX backend gives the
+same results without torch."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from ...errors import ModelLoadError
+from ..base import SAMPLE_RATE, SpeechSegment, VADEngine, require
+
+log = logging.getLogger(__name__)
+
+
+class SileroTorchVAD(VADEngine):
+    name = "silero"
+
+    def __init__(self, settings, device: str = "cpu"):
+        super().__init__(settings, device)
+        self.model = None
+        self._torch = None
+        self._timestamps = None
+
+    def load(self) -> None:
+        torch = require("torch", self.name, "torch", extra="torch")
+        threads = torch.get_num_threads()
+        silero_vad = require("silero_vad", self.name, "silero-vad", extra="torch")
+        # silero_vad sets torch to one thread on import; that would slow every other torch
+        # stage in this process, so give the process its thread count back.
+        torch.set_num_threads(threads)
+        t0 = time.perf_counter()
+        try:
+            self.model = silero_vad.load_silero_vad(onnx=False)
+        except Exception as exc:
+            raise ModelLoadError(
+                f"cannot load the silero VAD model from the silero-vad package ({exc}): "
+                "pip install --force-reinstall silero-vad, or set vad.backend=silero-onnx"
+            ) from exc
+        self._torch = torch
+        self._timestamps = silero_vad.get_speech_timestamps
+        log.info("silero VAD (torch) loaded in %.2f s", time.perf_counter() - t0)
+        self.loaded = True
+
+    def warmup(self) -> None:
+        self.speech(np.zeros(SAMPLE_RATE // 2, dtype=np.float32))
+
+    def unload(self) -> None:
+        self.model = None
+        super().unload()
+
+    def describe(self) -> str:
+        return f"{self.name} on cpu"  # the model is tiny: a GPU would only add transfers
+
+    def speech(self, audio: np.ndarray) -> list[SpeechSegment]:
+        if self.model is None:
+            self.load()
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if len(audio) == 0:
+            return []
+        s = self.settings
+        with self._torch.inference_mode():
+            found = self._timestamps(
+                self._torch.from_numpy(audio.copy()),
+                self.model,
+                threshold=s.threshold,
+                sampling_rate=SAMPLE_RATE,
+                min_speech_duration_ms=s.min_speech_ms,
+                min_silence_duration_ms=s.min_silence_ms,
+                speech_pad_ms=0,  # padding is trim()'s job, with vad.pad_ms
+            )
+        return [SpeechSegment(int(t["start"]), int(t["end"])) for t in found]

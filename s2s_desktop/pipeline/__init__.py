@@ -1,0 +1,1 @@
+"""The turn pipeline: QThread stages chained by queues (QtCore only, runs headless)."""

@@ -1,0 +1,15 @@
+"""The pipeline's news channel: Qt signals the UI (or the CLI, with direct connections) hears.
+Queues carry data between stages; these signals carry news out of them."""
+
+from PySide6.QtCore import QObject, Signal
+
+
+class PipelineEvents(QObject):
+    stage_state = Signal(str, str, str)  # stage, state (loading|ready|failed|reloading), detail
+    transcript = Signal(int, str)  # turn, text
+    reply_delta = Signal(int, str)  # turn, raw LLM text delta
+    sentence = Signal(int, str)  # turn, speakable piece sent to TTS
+    first_audio = Signal(int)  # turn: first sample handed to the output
+    turn_finished = Signal(dict)  # TurnRecord.to_dict()
+    error = Signal(str, str)  # stage, message (one clear line)
+    notice = Signal(str)  # something the user should know (CPU fallback, …)

@@ -1,0 +1,71 @@
+"""Messages that flow between stages. Every one carries its turn id and creation time, so
+latency is read from the data itself and stale turns are dropped on one field."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Message:
+    turn: int
+    created: float = field(default_factory=time.monotonic, kw_only=True)
+
+
+@dataclass
+class Utterance(Message):
+    """The recording of one press, 16 kHz mono float32. `created` is the key release."""
+
+    audio: np.ndarray
+    source: str = ""
+
+
+@dataclass
+class Transcript(Message):
+    text: str
+    language: str | None = None
+
+
+@dataclass
+class Sentence(Message):
+    """One speakable piece of the reply, cleaned for speech."""
+
+    text: str
+    index: int
+
+
+@dataclass
+class SpeechChunk(Message):
+    pcm: np.ndarray  # float32 mono
+    sample_rate: int
+    sentence: int  # index of the Sentence it speaks
+    first_of_sentence: bool = False
+    text: str = ""
+
+
+@dataclass
+class ReplyDone(Message):
+    """The LLM finished; no more Sentences follow for this turn."""
+
+    text: str
+
+
+@dataclass
+class TurnEnded(Message):
+    """The turn ends early: no speech, or a stage failed. Passed through to the player."""
+
+    reason: str
+    error: str = ""
+
+
+@dataclass
+class Reload(Message):
+    """Control: reload this stage's engine with new settings (never stale)."""
+
+    settings: object = None
+
+
+STOP = object()  # sentinel: the stage thread ends

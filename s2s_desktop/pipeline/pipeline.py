@@ -1,0 +1,126 @@
+"""The pipeline builder: VAD → STT → LLM (+chunker) → TTS → player, one QThread each.
+
+One object the CLI and the app share. `submit()` starts a turn (and is barge-in if one is
+running), `interrupt()` stops the current one, `reload()` restarts only the stages whose
+settings changed, `shutdown()` joins every thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from ..audio.sink import AudioSink
+from ..config import STAGES, Settings, changed_stages
+from .events import PipelineEvents
+from .llm_stage import LLMStage
+from .messages import STOP, Reload, Utterance
+from .player_stage import PlayerStage
+from .stt_stage import STTStage
+from .tts_stage import TTSStage
+from .turns import Conversation, TurnBook, TurnClock, TurnRecord
+from .vad_stage import VADStage
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    def __init__(self, settings: Settings, sink: AudioSink,
+                 conversation: Conversation | None = None, events: PipelineEvents | None = None):
+        self.settings = settings
+        self.sink = sink
+        self.events = events or PipelineEvents()
+        self.clock = TurnClock()
+        self.book = TurnBook()
+        self.conversation = conversation or Conversation()
+        common = dict(clock=self.clock, book=self.book, events=self.events)
+        self.player = PlayerStage(settings, outbox=None, sink=sink,
+                                  on_turn_closed=self._remember, **common)
+        self.tts = TTSStage(settings, outbox=self.player.inbox, **common)
+        self.llm = LLMStage(settings, outbox=self.tts.inbox, conversation=self.conversation,
+                            **common)
+        self.stt = STTStage(settings, outbox=self.llm.inbox, **common)
+        self.vad = VADStage(settings, outbox=self.stt.inbox, **common)
+        self.stages = {"vad": self.vad, "stt": self.stt, "llm": self.llm, "tts": self.tts,
+                       "player": self.player}
+        self.started = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> Pipeline:
+        for stage in self.stages.values():
+            stage.start()
+        self.started = True
+        return self
+
+    def wait_ready(self, timeout_s: float | None = None) -> dict[str, str]:
+        """Wait for every stage to finish loading; returns {stage: error} for those that failed."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for stage in self.stages.values():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            stage.ready.wait(left)
+        return {name: s.load_error for name, s in self.stages.items() if s.load_error}
+
+    def loaded(self) -> dict[str, str]:
+        """What each model stage runs now ("" while loading or failed)."""
+        return {n: (self.stages[n].engine.describe() if self.stages[n].engine else "")
+                for n in STAGES}
+
+    def shutdown(self, timeout_s: float = 1.0) -> bool:
+        """Stop every stage and join them; True when all threads ended in time."""
+        self.interrupt()
+        if not self.started:
+            return True
+        for stage in self.stages.values():
+            stage.inbox.put_nowait(STOP)
+        deadline = time.monotonic() + timeout_s
+        ok = True
+        for stage in self.stages.values():
+            left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            ok = stage.wait(left_ms) and ok
+        self.sink.close()
+        self.started = False
+        return ok
+
+    # -- turns ------------------------------------------------------------------------------
+    def submit(self, audio: np.ndarray, released_at: float | None = None, source: str = "") -> int:
+        """Start a turn from a 16 kHz mono float32 recording. Barge-in on any running turn."""
+        self.interrupt()
+        turn = self.clock.new_turn()
+        released = released_at if released_at is not None else time.monotonic()
+        self.book.open(turn, source=source, released=released)
+        self.vad.inbox.put(Utterance(turn, audio=audio, source=source, created=released))
+        return turn
+
+    def interrupt(self) -> list[int]:
+        """Barge-in: stop generation and playback of every running turn. When this returns no
+        audio of those turns reaches the sink. Returns the turns it interrupted."""
+        cancelled = self.book.unfinished()
+        self.clock.cancel_all()
+        self.player.flush()
+        for turn in cancelled:
+            self.player.close_turn(turn, "interrupted")
+        return cancelled
+
+    def _remember(self, rec: TurnRecord) -> None:
+        """Store the exchange the LLM will see next turn: as spoken, if it was cut off."""
+        if rec.reason == "ok":
+            self.conversation.add(rec.transcript, rec.reply)
+        elif rec.reason == "interrupted" and rec.transcript:
+            self.conversation.add(rec.transcript, " ".join(rec.spoken))
+
+    # -- settings -----------------------------------------------------------------------------
+    def reload(self, settings: Settings) -> list[str]:
+        """Apply new settings: stages whose engine settings changed reload, in their own thread;
+        prompt-level settings apply from the next turn. Returns the reloaded stages."""
+        changed = changed_stages(self.settings, settings)
+        self.settings = settings
+        for name, stage in self.stages.items():
+            if name in changed:
+                self.events.stage_state.emit(name, "reloading", getattr(settings, name).backend)
+                stage.ready.clear()
+                stage.inbox.put(Reload(-1, settings=settings))
+            else:
+                stage.settings = settings
+        return changed

@@ -1,0 +1,64 @@
+"""Player stage: hands SpeechChunks to the audio sink and closes each turn.
+
+Needs no engine. Playback and flush share one lock, so once `flush()` returns no audio of a
+stale turn can reach the output."""
+
+from __future__ import annotations
+
+import threading
+
+from ..audio.sink import AudioSink
+from .messages import ReplyDone, SpeechChunk, TurnEnded
+from .stage import Stage
+
+
+class PlayerStage(Stage):
+    name = "player"
+
+    def __init__(self, *args, sink: AudioSink, on_turn_closed=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sink = sink
+        self.on_turn_closed = on_turn_closed  # callback(record) before turn_finished is emitted
+        self._lock = threading.Lock()
+
+    def load_engine(self) -> None:
+        self.ready.set()
+
+    def needs_engine(self, msg) -> bool:
+        return False
+
+    def process(self, msg):
+        if isinstance(msg, SpeechChunk):
+            with self._lock:
+                if self.clock.is_stale(msg.turn):
+                    return
+                self.sink.play(msg.pcm, msg.sample_rate, msg.turn)
+            if msg.first_of_sentence:
+                self.book.add_spoken(msg.turn, msg.text)
+            rec = self.book.get(msg.turn)
+            if rec is not None and "first_audio" not in rec.marks:
+                self.book.mark(msg.turn, "first_audio")
+                self.events.first_audio.emit(msg.turn)
+        elif isinstance(msg, ReplyDone):
+            self.sink.drain(msg.turn, self.clock.stop_event(msg.turn))
+            if not self.clock.is_stale(msg.turn):
+                self.close_turn(msg.turn, "ok")
+        return
+        yield  # a generator that yields nothing downstream
+
+    def pass_on(self, msg) -> None:
+        if isinstance(msg, TurnEnded):  # the last stage: a TurnEnded closes the turn here
+            self.close_turn(msg.turn, msg.reason, msg.error)
+
+    def flush(self) -> None:
+        with self._lock:
+            self.sink.flush()
+
+    def close_turn(self, turn: int, reason: str, error: str = "") -> None:
+        rec = self.book.finish(turn, reason, error)
+        if rec is None:
+            return
+        self.clock.forget(turn)
+        if self.on_turn_closed is not None:
+            self.on_turn_closed(rec)
+        self.events.turn_finished.emit(rec.to_dict())

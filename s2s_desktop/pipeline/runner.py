@@ -1,0 +1,88 @@
+"""Headless runs: recordings from files through the real pipeline, replies to WAV files.
+Used by `s2s-desktop run`, the benchmark and the GPU check."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, Qt
+
+from ..audio.files import read_audio, write_wav
+from ..audio.sink import CaptureSink
+from ..config import Settings
+from ..errors import S2SError
+from .pipeline import Pipeline
+
+
+def ensure_qt_core() -> QCoreApplication:
+    return QCoreApplication.instance() or QCoreApplication([])
+
+
+class HeadlessSession:
+    """A started pipeline with a capture sink; turns are run one after another."""
+
+    def __init__(self, settings: Settings, load_timeout_s: float = 600.0):
+        ensure_qt_core()
+        self.sink = CaptureSink()
+        self.pipeline = Pipeline(settings, self.sink)
+        self._finished: queue.Queue = queue.Queue()
+        self.pipeline.events.turn_finished.connect(self._finished.put,
+                                                   Qt.ConnectionType.DirectConnection)
+        self.notices: list[str] = []
+        self.pipeline.events.notice.connect(self.notices.append,
+                                            Qt.ConnectionType.DirectConnection)
+        self.pipeline.start()
+        errors = self.pipeline.wait_ready(load_timeout_s)
+        if errors:
+            self.close()
+            stage, message = next(iter(errors.items()))
+            raise S2SError(message if stage in message else f"{stage}: {message}")
+
+    def load_times_ms(self) -> dict[str, float]:
+        return {name: round(stage.load_s * 1000, 1) for name, stage in
+                self.pipeline.stages.items() if stage.load_s is not None}
+
+    def turn(self, audio, source: str = "", timeout_s: float = 600.0,
+             released_at: float | None = None) -> dict:
+        """Run one turn to its end; returns the turn's record (dict) plus `pcm`/`sample_rate`."""
+        turn = self.pipeline.submit(audio, source=source, released_at=released_at)
+        while True:
+            try:
+                rec = self._finished.get(timeout=timeout_s)
+            except queue.Empty:
+                raise S2SError(f"turn {turn} did not finish within {timeout_s:.0f} s") from None
+            if rec["turn"] == turn:
+                break
+        rec["pcm"] = self.sink.audio(turn)
+        rec["sample_rate"] = self.sink.sample_rates.get(turn)
+        self.sink.forget(turn)
+        return rec
+
+    def close(self) -> bool:
+        return self.pipeline.shutdown(timeout_s=2.0)
+
+
+def run_files(settings: Settings, inputs: Iterable[str | Path], output_dir: str | Path | None,
+              on_turn: Callable[[dict], None] | None = None) -> list[dict]:
+    """One conversation over the given recordings; each reply is written to
+    output_dir/turn-N.wav. Inputs are all read first, so a bad file fails before models load."""
+    recordings = [(str(p), read_audio(p)) for p in inputs]
+    session = HeadlessSession(settings)
+    results = []
+    try:
+        for source, audio in recordings:
+            rec = session.turn(audio, source=source)
+            pcm, rate = rec.pop("pcm"), rec.pop("sample_rate")
+            rec["audio"] = None
+            if output_dir is not None and rate and len(pcm):
+                path = Path(output_dir) / f"turn-{rec['turn']}.wav"
+                rec["audio"] = str(write_wav(path, pcm, rate))
+            rec["audio_seconds"] = round(len(pcm) / rate, 2) if rate else 0.0
+            results.append(rec)
+            if on_turn is not None:
+                on_turn(rec)
+    finally:
+        session.close()
+    return results

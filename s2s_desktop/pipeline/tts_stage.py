@@ -1,0 +1,33 @@
+"""TTS stage: each Sentence → SpeechChunks as the engine makes them."""
+
+from __future__ import annotations
+
+from .messages import ReplyDone, Sentence, SpeechChunk
+from .stage import Stage
+
+
+class TTSStage(Stage):
+    name = "tts"
+
+    def needs_engine(self, msg) -> bool:
+        return not isinstance(msg, ReplyDone)
+
+    def process(self, msg):
+        if isinstance(msg, ReplyDone):
+            yield msg
+            return
+        assert isinstance(msg, Sentence)
+        stop = self.clock.stop_event(msg.turn)
+        if msg.index == 0:
+            self.book.mark(msg.turn, "tts_first_start")
+        first = True
+        for pcm in self.engine.synthesize(msg.text, stop):
+            if stop.is_set():
+                return
+            if pcm is None or len(pcm) == 0:
+                continue
+            if msg.index == 0 and first:
+                self.book.mark(msg.turn, "tts_first_chunk")
+            yield SpeechChunk(msg.turn, pcm=pcm, sample_rate=self.engine.sample_rate,
+                              sentence=msg.index, first_of_sentence=first, text=msg.text)
+            first = False

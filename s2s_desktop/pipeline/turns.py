@@ -1,0 +1,188 @@
+"""Turn bookkeeping shared by the stages: which turns are live (barge-in), what each turn
+did and when (timings from the data), and the conversation the LLM sees."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+class TurnClock:
+    """Turn ids and staleness. A new turn or an interrupt makes every older turn stale; stages
+    drop stale messages and each turn's stop Event is set so generation ends at the next step."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.current = 0
+        self._live_from = 1
+        self._stops: dict[int, threading.Event] = {}
+
+    def new_turn(self) -> int:
+        with self._lock:
+            self.current += 1
+            self._cancel_before(self.current)
+            return self.current
+
+    def cancel_all(self) -> int:
+        """Make every turn so far stale; returns the last cancelled turn id."""
+        with self._lock:
+            self._cancel_before(self.current + 1)
+            return self.current
+
+    def _cancel_before(self, turn: int) -> None:
+        self._live_from = turn
+        for t in [t for t in self._stops if t < turn]:
+            self._stops.pop(t).set()
+
+    def is_stale(self, turn: int) -> bool:
+        return turn < self._live_from
+
+    def stop_event(self, turn: int) -> threading.Event:
+        with self._lock:
+            ev = self._stops.get(turn)
+            if ev is None:
+                ev = threading.Event()
+                if turn < self._live_from:
+                    ev.set()
+                else:
+                    self._stops[turn] = ev
+            return ev
+
+    def forget(self, turn: int) -> None:
+        with self._lock:
+            self._stops.pop(turn, None)
+
+
+# Timings reported per turn: name -> (from mark, to mark)
+TIMING_SPANS = {
+    "vad": ("vad_start", "vad_end"),
+    "stt": ("stt_start", "stt_end"),
+    "llm_first_token": ("llm_start", "llm_first_token"),
+    "first_sentence": ("llm_start", "first_sentence"),
+    "llm_total": ("llm_start", "llm_end"),
+    "tts_first_chunk": ("tts_first_start", "tts_first_chunk"),
+    "release_to_first_audio": ("released", "first_audio"),
+    "total": ("released", "end"),
+}
+
+
+@dataclass
+class TurnRecord:
+    turn: int
+    source: str = ""
+    transcript: str = ""
+    language: str | None = None
+    reply: str = ""
+    spoken: list[str] = field(default_factory=list)
+    reason: str = ""  # ok | no speech | interrupted | error
+    error: str = ""
+    tokens: int = 0
+    marks: dict[str, float] = field(default_factory=dict)
+    finished: bool = False
+
+    def timings_ms(self) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for name, (a, b) in TIMING_SPANS.items():
+            if a in self.marks and b in self.marks:
+                out[name] = round((self.marks[b] - self.marks[a]) * 1000.0, 1)
+            else:
+                out[name] = None
+        llm = out.get("llm_total")
+        if llm and self.tokens > 1 and "llm_first_token" in self.marks:
+            gen_s = self.marks["llm_end"] - self.marks["llm_first_token"]
+            out["llm_tokens_per_s"] = round((self.tokens - 1) / gen_s, 1) if gen_s > 0 else None
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "turn": self.turn,
+            "input": self.source,
+            "transcript": self.transcript,
+            "reply": self.reply,
+            "spoken": " ".join(self.spoken),
+            "reason": self.reason,
+            "error": self.error,
+            "timings_ms": self.timings_ms(),
+        }
+
+
+class TurnBook:
+    """Records of recent turns, written by the stages from their own threads."""
+
+    KEEP = 64
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._records: dict[int, TurnRecord] = {}
+
+    def open(self, turn: int, source: str = "", released: float | None = None) -> TurnRecord:
+        with self._lock:
+            rec = TurnRecord(turn=turn, source=source)
+            rec.marks["released"] = released if released is not None else time.monotonic()
+            self._records[turn] = rec
+            for old in sorted(self._records)[: -self.KEEP]:
+                del self._records[old]
+            return rec
+
+    def get(self, turn: int) -> TurnRecord | None:
+        with self._lock:
+            return self._records.get(turn)
+
+    def mark(self, turn: int, name: str, when: float | None = None, first: bool = True) -> None:
+        with self._lock:
+            rec = self._records.get(turn)
+            if rec is not None and not (first and name in rec.marks):
+                rec.marks[name] = when if when is not None else time.monotonic()
+
+    def update(self, turn: int, **fields) -> None:
+        with self._lock:
+            rec = self._records.get(turn)
+            if rec is not None:
+                for k, v in fields.items():
+                    setattr(rec, k, v)
+
+    def add_spoken(self, turn: int, text: str) -> None:
+        with self._lock:
+            rec = self._records.get(turn)
+            if rec is not None:
+                rec.spoken.append(text)
+
+    def finish(self, turn: int, reason: str, error: str = "") -> TurnRecord | None:
+        """Close a turn once; returns the record the first time, None afterwards."""
+        with self._lock:
+            rec = self._records.get(turn)
+            if rec is None or rec.finished:
+                return None
+            rec.finished = True
+            rec.reason = reason
+            rec.error = error
+            rec.marks.setdefault("end", time.monotonic())
+            return rec
+
+    def unfinished(self) -> list[int]:
+        with self._lock:
+            return [t for t, r in self._records.items() if not r.finished]
+
+
+class Conversation:
+    """Completed exchanges the LLM sees. An interrupted reply is kept as far as it was spoken."""
+
+    def __init__(self, exchanges: list[tuple[str, str]] | None = None):
+        self._lock = threading.Lock()
+        self._exchanges: list[tuple[str, str]] = list(exchanges or [])
+
+    def exchanges(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._exchanges)
+
+    def add(self, user: str, assistant: str) -> None:
+        if not user:
+            return
+        with self._lock:
+            self._exchanges.append((user, assistant))
+            del self._exchanges[:-200]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._exchanges.clear()

