@@ -87,6 +87,7 @@ class LLMSettings:
     history_turns: int = 8  # earlier exchanges kept in the prompt
     context_tokens: int = 2048
     threads: int = 0  # 0 = choose from the CPU count
+    pause_for_first_audio: bool = True  # on few cores, let TTS make the first sound first
     dtype: str = "auto"
     base_url: str = ""  # openai backend
     api_key: str = ""  # openai backend; the app keeps it in the OS keychain
@@ -316,7 +317,7 @@ def changed_stages(old: Settings, new: Settings) -> list[str]:
         a, b = dataclasses.asdict(getattr(old, stage)), dataclasses.asdict(getattr(new, stage))
         # prompt-level keys apply to the next turn without reloading the model
         for k in ("system_prompt", "max_new_tokens", "temperature", "history_turns", "language",
-                  "live", "threshold", "min_speech_ms", "min_silence_ms", "pad_ms", "speed"):
+                  "live", "pause_for_first_audio", "threshold", "min_speech_ms", "min_silence_ms", "pad_ms", "speed"):
             a.pop(k, None)
             b.pop(k, None)
         if a != b or (old.device != new.device and not getattr(new, stage).device):

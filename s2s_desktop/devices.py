@@ -478,7 +478,7 @@ def describe(settings, platform: Platform | None = None) -> dict:
         section = getattr(settings, stage)
         entry: dict[str, Any] = {
             "backend": section.backend,
-            "requested": section.device or settings.device,
+            "requested": section.device or ("cpu" if stage == "vad" else settings.device),
         }
         try:
             entry["device"] = resolve_device(stage, settings, plat)

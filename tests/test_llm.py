@@ -159,9 +159,8 @@ def test_llama_cpp_gpu_request_on_a_cpu_build_is_refused_clearly(llama):
 @pytest.fixture(scope="module")
 def tiny_llm(tmp_path_factory):
     pytest.importorskip("transformers")
-    from tests.helpers.llm_models import build_tiny_llm
-
     from s2s_desktop.engines.llm.transformers_llm import TransformersLLM
+    from tests.helpers.llm_models import build_tiny_llm
 
     path = build_tiny_llm(tmp_path_factory.mktemp("llm"))
     engine = TransformersLLM(

@@ -165,3 +165,56 @@ def test_qt_signal_emission_keeps_refcounts_sound():
     for _ in range(2000):
         events.first_audio.emit(1)
     assert abs(sys.getrefcount(True) - before) < 10
+
+
+def _hold(pipe, audio, chunk_s=0.1, realtime=True):
+    """Feed `audio` as a microphone would while the key is held; returns the turn."""
+    turn = pipe.begin_turn()
+    step = int(chunk_s * 16000)
+    for i in range(0, len(audio), step):
+        pipe.feed(turn, audio[i : i + step])
+        if realtime:
+            time.sleep(chunk_s)
+    return turn
+
+
+def test_live_transcription_leaves_no_stt_work_after_release(session_factory):
+    session = session_factory(heard="Live words.")
+    pipe = session.pipeline
+    speech_then_quiet = np.concatenate([VOICE, np.zeros(8000, np.float32)])
+    turn = _hold(pipe, speech_then_quiet)
+    calls_before_release = len(pipe.stt.engine.calls)
+    pipe.end_turn(turn)
+    rec = session._finished.get(timeout=10)
+    assert rec["turn"] == turn and rec["transcript"] == "Live words."
+    assert rec["stt_reused_partial"] is True
+    assert calls_before_release >= 1
+    assert len(pipe.stt.engine.calls) == calls_before_release  # nothing left at release
+
+
+def test_live_turn_speaking_until_release_transcribes_the_final(session_factory):
+    session = session_factory(heard="Still talking.")
+    pipe = session.pipeline
+    turn = _hold(pipe, VOICE)  # speech right up to the release
+    pipe.feed(turn, VOICE[:4000])
+    pipe.end_turn(turn)
+    rec = session._finished.get(timeout=10)
+    assert rec["transcript"] == "Still talking."
+    assert rec["stt_reused_partial"] is False
+
+
+def test_live_turn_with_stt_live_off_transcribes_once(session_factory):
+    session = session_factory()
+    session.pipeline.settings.stt.live = False
+    turn = _hold(session.pipeline, VOICE, realtime=False)
+    session.pipeline.end_turn(turn)
+    rec = session._finished.get(timeout=10)
+    assert rec["reason"] == "ok"
+    assert len(session.pipeline.stt.engine.calls) == 1  # no background partials
+
+
+def test_a_tap_with_nothing_recorded_is_no_speech(session_factory):
+    session = session_factory()
+    turn = session.pipeline.begin_turn()
+    session.pipeline.end_turn(turn)
+    assert session._finished.get(timeout=10)["reason"] == "no speech"

@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ HEX40 = re.compile(r"^[0-9a-f]{40}$")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 PARTIAL_SUFFIXES = (".part", ".incomplete", ".tmpblob")  # ours, huggingface_hub's, ours
 CHUNK = 1 << 20
+STATE_LOCK = threading.RLock()  # models.json / verified.json: read-modify-write, one at a time
 
 
 # ---------------------------------------------------------------- HF cache layout
@@ -120,7 +122,9 @@ def find_snapshot(
     return None
 
 
-def link_blob(repo_id: str, commit: str, filename: str, blob: Path, cache: Path | None = None) -> Path:
+def link_blob(
+    repo_id: str, commit: str, filename: str, blob: Path, cache: Path | None = None
+) -> Path:
     """Make snapshots/<commit>/<filename> point at `blob`; atomic, replaces an older link."""
     target = snapshot_dir(repo_id, commit, cache) / filename
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -225,7 +229,9 @@ def scan_repo(folder: Path) -> CachedRepo | None:
                 if real not in seen:  # a plain file in the snapshot (no-symlink systems)
                     seen.add(real)
                     size += fsize
-                rev.files.append(CachedFile(f.relative_to(snap).as_posix(), f, fsize, _blob_name(f)))
+                rev.files.append(
+                    CachedFile(f.relative_to(snap).as_posix(), f, fsize, _blob_name(f))
+                )
             revisions.append(rev)
     return CachedRepo(repo_id, folder, size, partial, revisions)
 
@@ -337,13 +343,17 @@ def _file_key(path: Path) -> tuple[str, int, int] | None:
 
 def record_checks(results: dict[Path, bool]) -> None:
     """Remember that these files passed (True) or failed (False) a digest check."""
-    records = _read_json(verified_path(), {})
-    for path, ok in results.items():
-        key = _file_key(path)
-        if key is not None:
-            records[key[0]] = {"size": key[1], "mtime_ns": key[2], "ok": bool(ok)}
-    records = {k: v for k, v in records.items() if os.path.exists(k)}  # forget deleted files
-    config.atomic_write_text(verified_path(), json.dumps(records, indent=1, sort_keys=True) + "\n")
+    if not results:
+        return
+    with STATE_LOCK:
+        records = _read_json(verified_path(), {})
+        for path, ok in results.items():
+            key = _file_key(path)
+            if key is not None:
+                records[key[0]] = {"size": key[1], "mtime_ns": key[2], "ok": bool(ok)}
+        records = {k: v for k, v in records.items() if os.path.exists(k)}  # forget deleted files
+        text = json.dumps(records, indent=1, sort_keys=True) + "\n"
+        config.atomic_write_text(verified_path(), text)
 
 
 def recorded_check(path: Path) -> bool | None:

@@ -161,4 +161,6 @@ def load_catalog(path: Path | None = None) -> Catalog:
         data = json.loads(path.read_text(encoding="utf-8"))
         return Catalog([_entry(raw) for raw in data["models"]])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise S2SError(f"model catalog {path} is unreadable ({exc}): reinstall s2s-desktop") from exc
+        raise S2SError(
+            f"model catalog {path} is unreadable ({exc}): reinstall s2s-desktop"
+        ) from exc

@@ -4,10 +4,10 @@
 a cut so the next try resumes with an HTTP Range request; a server that ignores Range (200
 instead of 206) restarts the file from 0. The file reaches its final name only after its size
 and digest match, by os.replace, so a half-written or wrong file never sits there.
-`hf_download` puts one file of a Hub repo into the shared HF cache layout (see cache.py).
+hub.py builds on it for the Hugging Face Hub.
 
-Network: HF_ENDPOINT, proxies from the environment (HTTPS_PROXY, NO_PROXY, ...), the system's
-certificates through `truststore` when installed, HF_TOKEN for gated repos. Every socket wait is
+Network: proxies from the environment (HTTPS_PROXY, NO_PROXY, ...), the system's
+certificates through `truststore` when installed. Every socket wait is
 bounded (connect/header timeout, then a stall timeout per read), so offline means a clear error.
 """
 
@@ -36,10 +36,7 @@ from . import cache
 
 log = logging.getLogger(__name__)
 
-IMPORT_HINT = (
-    "or fetch the files on another machine and run `s2s-desktop models import PATH`"
-)
-DEFAULT_ENDPOINT = "https://huggingface.co"
+IMPORT_HINT = "or fetch the files on another machine and run `s2s-desktop models import PATH`"
 CHUNK = 256 * 1024
 SPACE_MARGIN = 64 * 1024 * 1024  # keep some room for everything else on the disk
 
@@ -97,36 +94,7 @@ def human_size(n: float | None) -> str:
     return f"{n:.1f} GB"
 
 
-# ---------------------------------------------------------------- environment
-
-
-def hf_endpoint() -> str:
-    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-
-
-def hf_offline() -> bool:
-    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
-def hf_token() -> str | None:
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        if os.environ.get(var):
-            return os.environ[var].strip()
-    path = Path(os.environ.get("HF_TOKEN_PATH") or cache.hf_home() / "token")
-    try:
-        return path.read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
-
-
-def hf_file_url(repo_id: str, revision: str, filename: str, endpoint: str | None = None) -> str:
-    return "{}/{}/resolve/{}/{}".format(
-        (endpoint or hf_endpoint()).rstrip("/"),
-        repo_id,
-        urllib.parse.quote(revision, safe=""),
-        urllib.parse.quote(filename),
-    )
+# ---------------------------------------------------------------- network
 
 
 def ssl_context() -> ssl.SSLContext:
@@ -166,7 +134,7 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         return new
 
 
-def _open(url: str, headers: dict[str, str], timeout: float):
+def open_url(url: str, headers: dict[str, str], timeout: float):
     """Open `url`; returns (response, redirect hop headers)."""
     host = urllib.parse.urlsplit(url).hostname
     proxies = {} if _is_loopback(host) else urllib.request.getproxies()
@@ -181,7 +149,7 @@ def _open(url: str, headers: dict[str, str], timeout: float):
     return resp, redirects.hops
 
 
-def _response_socket(resp) -> socket.socket | None:
+def response_socket(resp) -> socket.socket | None:
     raw = getattr(getattr(resp, "fp", None), "raw", None)
     return getattr(raw, "_sock", None)
 
@@ -215,14 +183,14 @@ class _CancelWatch:
             self.thread.join(timeout=1)
 
 
-def _header(headers: dict[str, str], name: str) -> str | None:
+def header(headers: dict[str, str], name: str) -> str | None:
     for k, v in headers.items():
         if k.lower() == name.lower():
             return v
     return None
 
 
-def _clean_etag(value: str | None) -> str:
+def clean_etag(value: str | None) -> str:
     if not value:
         return ""
     value = value.strip()
@@ -234,7 +202,7 @@ def _clean_etag(value: str | None) -> str:
 def hub_sha256(headers: dict[str, str]) -> str | None:
     """The sha256 the Hub announces for an LFS file (its linked ETag), if any."""
     for name in ("X-Linked-Etag", "ETag"):
-        tag = _clean_etag(_header(headers, name))
+        tag = clean_etag(header(headers, name))
         if cache.HEX64.match(tag):
             return tag
     return None
@@ -260,7 +228,7 @@ def check_free_space(folder: Path, needed: int) -> None:
         )
 
 
-def _network_error(url: str, exc: BaseException) -> DownloadError:
+def network_error(url: str, exc: BaseException) -> DownloadError:
     host = urllib.parse.urlsplit(url).netloc
     reason = getattr(exc, "reason", exc)
     return HubUnreachable(
@@ -269,7 +237,7 @@ def _network_error(url: str, exc: BaseException) -> DownloadError:
     )
 
 
-def _http_error(url: str, exc: urllib.error.HTTPError) -> DownloadError:
+def http_error(url: str, exc: urllib.error.HTTPError) -> DownloadError:
     if exc.code in (401, 403):
         return DownloadError(
             f"{url} refused access ({exc.code}): the model may be gated: accept its licence "
@@ -277,7 +245,9 @@ def _http_error(url: str, exc: urllib.error.HTTPError) -> DownloadError:
         )
     if exc.code == 404:
         return DownloadError(f"{url} was not found (404): the repo, revision or file name is wrong")
-    return DownloadError(f"{url} answered HTTP {exc.code} {exc.reason}: try again later, {IMPORT_HINT}")
+    return DownloadError(
+        f"{url} answered HTTP {exc.code} {exc.reason}: try again later, {IMPORT_HINT}"
+    )
 
 
 def _is_connect_failure(exc: BaseException) -> bool:
@@ -377,7 +347,7 @@ def download_file(
         if part.size:
             req_headers["Range"] = f"bytes={part.size}-"
         try:
-            resp, hops = _open(url, req_headers, connect_timeout)
+            resp, hops = open_url(url, req_headers, connect_timeout)
         except urllib.error.HTTPError as exc:
             if exc.code == 416 and part.size:
                 _, whole = _content_range(exc.headers.get("Content-Range"))
@@ -391,13 +361,13 @@ def download_file(
                     continue
             retryable = exc.code == 429 or exc.code >= 500
             if not retryable or attempt >= retries:
-                raise _http_error(url, exc) from exc
+                raise http_error(url, exc) from exc
             attempt += 1
             _backoff(attempt, cancel)
             continue
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             if _is_connect_failure(exc) or attempt >= retries:
-                raise _network_error(url, exc) from exc
+                raise network_error(url, exc) from exc
             attempt += 1
             _backoff(attempt, cancel)
             continue
@@ -434,7 +404,7 @@ def download_file(
         if total is not None:
             check_free_space(part.path.parent, total - part.size)
 
-        sock = _response_socket(resp)
+        sock = response_socket(resp)
         try:
             if sock is not None:
                 sock.settimeout(read_timeout)  # stall watchdog: no byte for this long = cut
@@ -444,7 +414,7 @@ def download_file(
                         raise DownloadCancelled(
                             f"download of {label} cancelled; run it again to resume"
                         )
-                    chunk = resp.read(CHUNK)
+                    chunk = resp.read1(CHUNK)  # whatever has arrived: a stall loses nothing
                     if not chunk:
                         break
                     f.write(chunk)
@@ -506,132 +476,3 @@ def _check_digest(part: _PartFile, label, size, sha256, md5) -> None:
             f"{label} failed verification ({problem}); the file was deleted: download it "
             f"again, and if it fails again the mirror or catalog is wrong, {IMPORT_HINT}"
         )
-
-
-# ---------------------------------------------------------------- the Hub
-
-
-@dataclass
-class RepoFile:
-    name: str
-    size: int | None = None
-    sha256: str | None = None  # LFS files
-    blob_id: str | None = None  # git object id (non-LFS files are stored under it)
-
-
-@dataclass
-class RepoInfo:
-    commit: str | None
-    files: dict[str, RepoFile]
-
-
-def _auth_headers() -> dict[str, str]:
-    token = hf_token()
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-def refuse_if_offline() -> None:
-    if hf_offline():
-        raise DownloadError(f"downloads are off (HF_HUB_OFFLINE is set): unset it, {IMPORT_HINT}")
-
-
-def fetch_repo_info(repo_id: str, revision: str = "main", timeout: float = 10.0) -> RepoInfo:
-    """The commit a revision points at and its files with sizes and digests (Hub API)."""
-    import json
-
-    refuse_if_offline()
-    url = "{}/api/models/{}/revision/{}?blobs=true".format(
-        hf_endpoint(), repo_id, urllib.parse.quote(revision, safe="")
-    )
-    try:
-        resp, _ = _open(url, {"Accept": "application/json", **_auth_headers()}, timeout)
-        with resp:
-            sock = _response_socket(resp)
-            if sock is not None:
-                sock.settimeout(timeout)
-            data = json.loads(resp.read(32 * 1024 * 1024))
-    except urllib.error.HTTPError as exc:
-        raise _http_error(url, exc) from exc
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        raise _network_error(url, exc) from exc
-    except ValueError as exc:
-        raise DownloadError(f"{url} did not answer with the repo's file list ({exc})") from exc
-    files = {}
-    for s in data.get("siblings") or []:
-        lfs = s.get("lfs") or {}
-        name = s.get("rfilename")
-        if name:
-            files[name] = RepoFile(name, lfs.get("size", s.get("size")), lfs.get("sha256"),
-                                   s.get("blobId"))
-    commit = data.get("sha")
-    return RepoInfo(commit if isinstance(commit, str) and cache.HEX40.match(commit) else None, files)
-
-
-@dataclass
-class HubDownload:
-    path: Path  # the file in the snapshot
-    verified: bool  # its digest matched a reference (catalog, Hub sha256 or git oid)
-
-
-def hf_download(
-    repo_id: str,
-    filename: str,
-    revision: str = "main",
-    *,
-    commit: str | None = None,
-    sha256: str | None = None,
-    md5: str | None = None,
-    size: int | None = None,
-    blob_id: str | None = None,
-    progress: ProgressFn | None = None,
-    cancel: threading.Event | None = None,
-    hub_cache: Path | None = None,
-    **kwargs,
-) -> HubDownload:
-    """Put `filename` of `repo_id` into the HF cache layout, resuming and verifying it."""
-    refuse_if_offline()
-    root = hub_cache or cache.hf_hub_cache()
-    blobs = cache.repo_dir(repo_id, root) / "blobs"
-    if commit is None and cache.HEX40.match(revision):
-        commit = revision
-    known = sha256 or blob_id  # the Hub stores a file under its sha256 (LFS) or git oid
-    if known and (blobs / known).is_file():
-        commit = commit or cache.read_ref(repo_id, revision, root)
-        if commit and (size is None or (blobs / known).stat().st_size == size):
-            path = cache.link_blob(repo_id, commit, filename, blobs / known, root)
-            cache.write_ref(repo_id, revision, commit, root)
-            return HubDownload(path, False)
-    key = known or "s2s-" + hashlib.sha1(f"{commit or revision}/{filename}".encode()).hexdigest()
-    result = download_file(
-        hf_file_url(repo_id, commit or revision, filename),
-        blobs / (known or f"{key}.tmpblob"),
-        part_path=blobs / f"{key}.part",
-        expected_sha256=sha256,
-        expected_md5=md5,
-        expected_size=size,
-        progress=progress,
-        cancel=cancel,
-        headers=_auth_headers(),
-        name=filename,
-        **kwargs,
-    )
-    announced = hub_sha256(result.headers)
-    verified = bool(sha256 or md5 or announced)
-    if not sha256 and blob_id:  # a plain git file: its oid is the reference
-        if cache.git_blob_sha1(result.path) != blob_id:
-            result.path.unlink()
-            raise ChecksumMismatch(
-                f"{filename} does not match the Hub's git object id {blob_id[:12]}…; the file "
-                f"was deleted: download it again, {IMPORT_HINT}"
-            )
-        verified = True
-    blob = blobs / (known or announced or result.sha256)
-    if blob != result.path:
-        os.replace(result.path, blob)
-    os.chmod(blob, 0o644)
-    if commit is None:
-        announced_commit = _clean_etag(_header(result.headers, "X-Repo-Commit"))
-        commit = announced_commit if cache.HEX40.match(announced_commit) else revision
-    path = cache.link_blob(repo_id, commit, filename, blob, root)
-    cache.write_ref(repo_id, revision, commit, root)
-    return HubDownload(path, verified)

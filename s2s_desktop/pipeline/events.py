@@ -7,6 +7,7 @@ from PySide6.QtCore import QObject, Signal
 class PipelineEvents(QObject):
     stage_state = Signal(str, str, str)  # stage, state (loading|ready|failed|reloading), detail
     transcript = Signal(int, str)  # turn, text
+    partial_transcript = Signal(int, str)  # turn, text heard so far while the key is held
     reply_delta = Signal(int, str)  # turn, raw LLM text delta
     sentence = Signal(int, str)  # turn, speakable piece sent to TTS
     first_audio = Signal(int)  # turn: first sample handed to the output

@@ -10,6 +10,9 @@ from .stage import Stage
 from .turns import Conversation
 
 
+FIRST_AUDIO_WAIT_S = 5.0
+
+
 class LLMStage(Stage):
     name = "llm"
 
@@ -52,4 +55,7 @@ class LLMStage(Stage):
             self.book.mark(turn, "first_sentence")
         self.events.sentence.emit(turn, piece)
         yield Sentence(turn, text=piece, index=index)
+        if index == 0 and self.section().pause_for_first_audio:
+            # hand the cores to TTS until the first sound exists, then keep writing
+            self.clock.first_audio_gate(turn).wait(FIRST_AUDIO_WAIT_S)
         return index + 1

@@ -17,10 +17,33 @@ class Message:
 
 @dataclass
 class Utterance(Message):
-    """The recording of one press, 16 kHz mono float32. `created` is the key release."""
+    """The recording of one press, 16 kHz mono float32. `created` is the key release.
+    After the VAD stage: only the speech, and `regions` says where it was in the recording."""
 
     audio: np.ndarray
     source: str = ""
+    regions: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass
+class AudioChunk(Message):
+    """Live: a piece of the recording while the key is still held."""
+
+    pcm: np.ndarray
+
+
+@dataclass
+class ListenEnd(Message):
+    """Live: the key was released (`created` is the release); the recording is complete."""
+
+
+@dataclass
+class Partial(Message):
+    """Live: the speech heard so far, for a background transcription while the key is held."""
+
+    audio: np.ndarray
+    regions: tuple[tuple[int, int], ...]
+    covered: int  # samples of the recording the VAD had seen
 
 
 @dataclass

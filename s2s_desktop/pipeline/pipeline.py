@@ -16,7 +16,7 @@ from ..audio.sink import AudioSink
 from ..config import STAGES, Settings, changed_stages
 from .events import PipelineEvents
 from .llm_stage import LLMStage
-from .messages import STOP, Reload, Utterance
+from .messages import STOP, AudioChunk, ListenEnd, Reload, Utterance
 from .player_stage import PlayerStage
 from .stt_stage import STTStage
 from .tts_stage import TTSStage
@@ -92,6 +92,24 @@ class Pipeline:
         self.book.open(turn, source=source, released=released)
         self.vad.inbox.put(Utterance(turn, audio=audio, source=source, created=released))
         return turn
+
+    def begin_turn(self, source: str = "") -> int:
+        """Live turn: the key went down. Barge-in on any running turn; feed() the recording
+        while the key is held (STT starts in the background), end_turn() at release."""
+        self.interrupt()
+        turn = self.clock.new_turn()
+        self.book.open(turn, source=source)
+        return turn
+
+    def feed(self, turn: int, pcm: np.ndarray) -> None:
+        if not self.clock.is_stale(turn):
+            self.vad.inbox.put(AudioChunk(turn, pcm=pcm))
+
+    def end_turn(self, turn: int, released_at: float | None = None) -> None:
+        """The key was released: what was fed is the whole recording."""
+        if not self.clock.is_stale(turn):
+            released = released_at if released_at is not None else time.monotonic()
+            self.vad.inbox.put(ListenEnd(turn, created=released))
 
     def interrupt(self) -> list[int]:
         """Barge-in: stop generation and playback of every running turn. When this returns no

@@ -1,22 +1,62 @@
-"""STT stage: the trimmed recording → a Transcript (empty text ⇒ the turn ends)."""
+"""STT stage: the trimmed recording → a Transcript (empty text ⇒ the turn ends).
+
+Live turns: Partials are transcribed in the background while the key is held (only the
+newest waiting one; older ones are skipped). At release, when the final speech regions are
+the ones the last partial already covered, its text is the transcript and no STT work is left.
+"""
 
 from __future__ import annotations
 
-from .messages import Transcript, TurnEnded, Utterance
+from ..engines.base import SAMPLE_RATE
+from .messages import Partial, Transcript, TurnEnded, Utterance
 from .stage import Stage
+
+MATCH_TOLERANCE = int(0.15 * SAMPLE_RATE)  # region edges this close decode the same
+
+
+def same_speech(partial: Partial, final: Utterance) -> bool:
+    """True when the final recording holds no speech the partial did not already hear."""
+    if len(partial.regions) != len(final.regions):
+        return False
+    for (a0, a1), (b0, b1) in zip(partial.regions, final.regions, strict=True):
+        if abs(a0 - b0) > MATCH_TOLERANCE or abs(a1 - b1) > MATCH_TOLERANCE:
+            return False
+    return final.regions[-1][1] <= partial.covered + MATCH_TOLERANCE
 
 
 class STTStage(Stage):
     name = "stt"
 
-    def process(self, msg: Utterance):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._partial: tuple[Partial, str, str | None] | None = None  # (heard, text, language)
+
+    def _newer_waiting(self, turn: int) -> bool:
+        with self.inbox.mutex:
+            return any(getattr(m, "turn", None) == turn for m in self.inbox.queue)
+
+    def process(self, msg):
+        language = self.section().language or None
+        if isinstance(msg, Partial):
+            if self._newer_waiting(msg.turn):
+                return  # the recording grew meanwhile: transcribe the newer one
+            result = self.engine.transcribe(msg.audio, language)
+            self._partial = (msg, result.text.strip(), result.language)
+            self.events.partial_transcript.emit(msg.turn, result.text.strip())
+            return
+        assert isinstance(msg, Utterance)
         self.book.mark(msg.turn, "stt_start")
-        result = self.engine.transcribe(msg.audio, self.section().language or None)
+        partial, self._partial = self._partial, None
+        if partial is not None and partial[0].turn == msg.turn and same_speech(partial[0], msg):
+            text, lang = partial[1], partial[2]
+            self.book.update(msg.turn, stt_reused_partial=True)
+        else:
+            result = self.engine.transcribe(msg.audio, language)
+            text, lang = result.text.strip(), result.language
         self.book.mark(msg.turn, "stt_end")
-        text = result.text.strip()
-        self.book.update(msg.turn, transcript=text, language=result.language)
+        self.book.update(msg.turn, transcript=text, language=lang)
         self.events.transcript.emit(msg.turn, text)
         if not any(ch.isalnum() for ch in text):
             yield TurnEnded(msg.turn, reason="no speech")
             return
-        yield Transcript(msg.turn, text=text, language=result.language)
+        yield Transcript(msg.turn, text=text, language=lang)

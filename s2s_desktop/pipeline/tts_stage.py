@@ -9,6 +9,13 @@ from .stage import Stage
 class TTSStage(Stage):
     name = "tts"
 
+    def handle(self, msg) -> None:
+        try:
+            super().handle(msg)
+        finally:  # whatever happened, the LLM must not wait for a first sound that won't come
+            if isinstance(msg, Sentence) and msg.index == 0:
+                self.clock.first_audio_gate(msg.turn).set()
+
     def needs_engine(self, msg) -> bool:
         return not isinstance(msg, ReplyDone)
 
@@ -28,6 +35,7 @@ class TTSStage(Stage):
                 continue
             if msg.index == 0 and first:
                 self.book.mark(msg.turn, "tts_first_chunk")
+                self.clock.first_audio_gate(msg.turn).set()
             yield SpeechChunk(msg.turn, pcm=pcm, sample_rate=self.engine.sample_rate,
                               sentence=msg.index, first_of_sentence=first, text=msg.text)
             first = False

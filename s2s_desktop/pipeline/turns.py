@@ -17,6 +17,7 @@ class TurnClock:
         self.current = 0
         self._live_from = 1
         self._stops: dict[int, threading.Event] = {}
+        self._first_audio: dict[int, threading.Event] = {}
 
     def new_turn(self) -> int:
         with self._lock:
@@ -32,8 +33,9 @@ class TurnClock:
 
     def _cancel_before(self, turn: int) -> None:
         self._live_from = turn
-        for t in [t for t in self._stops if t < turn]:
-            self._stops.pop(t).set()
+        for events in (self._stops, self._first_audio):
+            for t in [t for t in events if t < turn]:
+                events.pop(t).set()
 
     def is_stale(self, turn: int) -> bool:
         return turn < self._live_from
@@ -49,15 +51,30 @@ class TurnClock:
                     self._stops[turn] = ev
             return ev
 
+    def first_audio_gate(self, turn: int) -> threading.Event:
+        """Set when the turn's first speech chunk exists (or the turn is cancelled): the LLM
+        waits on it so, on few cores, the first piece's synthesis gets the CPU."""
+        with self._lock:
+            ev = self._first_audio.get(turn)
+            if ev is None:
+                ev = threading.Event()
+                if turn < self._live_from:
+                    ev.set()
+                else:
+                    self._first_audio[turn] = ev
+            return ev
+
     def forget(self, turn: int) -> None:
         with self._lock:
             self._stops.pop(turn, None)
+            self._first_audio.pop(turn, None)
 
 
 # Timings reported per turn: name -> (from mark, to mark)
 TIMING_SPANS = {
     "vad": ("vad_start", "vad_end"),
     "stt": ("stt_start", "stt_end"),
+    "stt_after_release": ("vad_end", "stt_end"),
     "llm_first_token": ("llm_start", "llm_first_token"),
     "first_sentence": ("llm_start", "first_sentence"),
     "llm_total": ("llm_start", "llm_end"),
@@ -78,6 +95,7 @@ class TurnRecord:
     reason: str = ""  # ok | no speech | interrupted | error
     error: str = ""
     tokens: int = 0
+    stt_reused_partial: bool = False
     marks: dict[str, float] = field(default_factory=dict)
     finished: bool = False
 
@@ -102,6 +120,7 @@ class TurnRecord:
             "reply": self.reply,
             "spoken": " ".join(self.spoken),
             "reason": self.reason,
+            "stt_reused_partial": self.stt_reused_partial,
             "error": self.error,
             "timings_ms": self.timings_ms(),
         }
@@ -119,7 +138,8 @@ class TurnBook:
     def open(self, turn: int, source: str = "", released: float | None = None) -> TurnRecord:
         with self._lock:
             rec = TurnRecord(turn=turn, source=source)
-            rec.marks["released"] = released if released is not None else time.monotonic()
+            if released is not None:  # live turns are marked at release instead
+                rec.marks["released"] = released
             self._records[turn] = rec
             for old in sorted(self._records)[: -self.KEEP]:
                 del self._records[old]

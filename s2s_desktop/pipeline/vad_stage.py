@@ -1,23 +1,78 @@
-"""VAD stage: trims silence from the recording; no speech ⇒ the turn ends, no LLM call."""
+"""VAD stage: trims silence from the recording; no speech ⇒ the turn ends, no LLM call.
+
+Live turns arrive as AudioChunks while the key is held: every LIVE_STEP_S of new audio the
+VAD re-reads the recording and, when the speech heard so far changed, sends it on as a
+Partial so STT can transcribe in the background. At release only the final check is left.
+"""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..engines.base import SAMPLE_RATE
-from ..engines.vad.trim import trim
-from .messages import TurnEnded, Utterance
+from ..engines.vad.trim import padded_regions
+from .messages import AudioChunk, ListenEnd, Partial, TurnEnded, Utterance
 from .stage import Stage
+
+LIVE_STEP_S = 0.25
+
+
+class _Recording:
+    def __init__(self):
+        self.parts: list[np.ndarray] = []
+        self.samples = 0
+        self.checked_at = 0
+        self.sent_regions: tuple = ()
+
+    def audio(self) -> np.ndarray:
+        return np.concatenate(self.parts) if self.parts else np.zeros(0, np.float32)
 
 
 class VADStage(Stage):
     name = "vad"
 
-    def process(self, msg: Utterance):
-        self.book.mark(msg.turn, "vad_start")
-        segments = self.engine.speech(msg.audio)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._live: dict[int, _Recording] = {}
+
+    def _regions(self, audio: np.ndarray) -> tuple[tuple[int, int], ...]:
         pad = int(self.section().pad_ms * SAMPLE_RATE / 1000)
-        self.book.mark(msg.turn, "vad_end")
-        if not segments:
-            yield TurnEnded(msg.turn, reason="no speech")
+        segments = self.engine.speech(audio)
+        return tuple((r.start, r.end) for r in padded_regions(segments, len(audio), pad))
+
+    def process(self, msg):
+        if isinstance(msg, AudioChunk):
+            yield from self._listen(msg)
+        elif isinstance(msg, ListenEnd):
+            rec = self._live.pop(msg.turn, None) or _Recording()
+            # older live turns can no longer finish: forget them
+            for turn in [t for t in self._live if t < msg.turn]:
+                del self._live[turn]
+            yield from self._final(msg.turn, rec.audio(), msg.created)
+        else:
+            yield from self._final(msg.turn, msg.audio, msg.created, msg.source)
+
+    def _listen(self, msg: AudioChunk):
+        rec = self._live.setdefault(msg.turn, _Recording())
+        rec.parts.append(np.asarray(msg.pcm, dtype=np.float32).reshape(-1))
+        rec.samples += len(rec.parts[-1])
+        if not self.settings.stt.live or rec.samples - rec.checked_at < LIVE_STEP_S * SAMPLE_RATE:
             return
-        yield Utterance(msg.turn, audio=trim(msg.audio, segments, pad), source=msg.source,
-                        created=msg.created)
+        rec.checked_at = rec.samples
+        audio = rec.audio()
+        regions = self._regions(audio)
+        if regions and regions != rec.sent_regions:
+            rec.sent_regions = regions
+            speech = np.concatenate([audio[a:b] for a, b in regions])
+            yield Partial(msg.turn, audio=speech, regions=regions, covered=len(audio))
+
+    def _final(self, turn: int, audio: np.ndarray, released: float, source: str = ""):
+        self.book.mark(turn, "released", released)
+        self.book.mark(turn, "vad_start")
+        regions = self._regions(audio)
+        self.book.mark(turn, "vad_end")
+        if not regions:
+            yield TurnEnded(turn, reason="no speech")
+            return
+        speech = np.concatenate([audio[a:b] for a, b in regions])
+        yield Utterance(turn, audio=speech, source=source, regions=regions, created=released)

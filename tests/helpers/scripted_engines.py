@@ -21,9 +21,15 @@ class EnergyVAD(VADEngine):
         self.loaded = True
 
     def speech(self, audio):
-        if audio.size == 0 or float(np.sqrt(np.mean(audio**2))) < 0.01:
+        # speech = 10 ms frames louder than 0.01 RMS, joined into one region
+        frames = len(audio) // 160
+        if frames == 0:
             return []
-        return [SpeechSegment(0, len(audio))]
+        rms = np.sqrt((audio[: frames * 160].reshape(frames, 160) ** 2).mean(axis=1))
+        loud = np.flatnonzero(rms > 0.01)
+        if loud.size == 0:
+            return []
+        return [SpeechSegment(int(loud[0]) * 160, int(loud[-1] + 1) * 160)]
 
 
 class FixedTextSTT(STTEngine):
@@ -33,8 +39,11 @@ class FixedTextSTT(STTEngine):
         if self.settings.model == "missing":
             raise ModelNotFound("stt model not found at missing: check stt.model")
         self.loaded = True
+        self.calls: list[int] = []  # samples of each transcription request
 
     def transcribe(self, audio, language=None):
+        self.calls.append(len(audio))
+        time.sleep(0.02)
         return STTResult(self.settings.model, "en")
 
 

@@ -94,7 +94,7 @@ class TransformersLLM(LLMEngine):
         self.last_stats: dict = {}
 
     def load(self) -> None:
-        torch = _torch()
+        _torch()  # a clear message if torch is missing
         transformers = require("transformers", BACKEND, "transformers", "torch")
         folder, gguf_file = _model_source(
             resolve_model(self.settings.model, "llm", self.settings.model_file)

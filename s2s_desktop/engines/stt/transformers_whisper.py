@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 WINDOW_SAMPLES = 30 * SAMPLE_RATE  # Whisper's encoder sees 30 s at a time
 FLOAT_TYPES = ("float16", "bfloat16", "float32")
+PROMPT_TOKENS = 4  # <|startoftranscript|> <|lang|> <|transcribe|> <|notimestamps|>
 
 
 def checkpoint_folder(ref: str) -> Path:
@@ -155,8 +156,11 @@ class TransformersWhisperSTT(STTEngine):
     def _generate(self, audio: np.ndarray, language: str | None, max_new_tokens: int) -> STTResult:
         torch = self._torch
         feats = self._features(audio)
-        kwargs: dict = {"max_new_tokens": max_new_tokens,
-                        "num_beams": max(1, int(self.settings.beam_size)), "do_sample": False}
+        # Bound the decode through max_length (the 3-4 prompt tokens + the budget): passing
+        # max_new_tokens beside the checkpoint's max_length logs a warning on every call.
+        limit = min(self.model.config.max_target_positions, PROMPT_TOKENS + max_new_tokens)
+        kwargs: dict = {"max_length": limit, "num_beams": max(1, int(self.settings.beam_size)),
+                        "do_sample": False}
         if audio.size > WINDOW_SAMPLES:
             kwargs["return_timestamps"] = True  # transformers needs them to stitch windows
         found = None if self.multilingual else "en"  # English-only checkpoints (.en)

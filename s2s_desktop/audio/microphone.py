@@ -1,0 +1,176 @@
+"""The microphone: a sounddevice input stream kept warm, with a pre-roll ring buffer so the
+first word said as the key goes down is not cut, a level for a meter, and clear errors when
+there is no device, no PortAudio, or the device goes away mid-recording."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..engines.base import SAMPLE_RATE
+from ..errors import AudioDeviceError
+from .devices_by_name import device_label, find_device, import_sounddevice
+
+log = logging.getLogger(__name__)
+
+STALL_S = 1.0  # no audio callback for this long while open ⇒ the device is gone
+
+
+class Microphone:
+    def __init__(self, device_name: str = "", preroll_ms: int = 500, max_record_s: float = 120.0,
+                 on_notice: Callable[[str], None] | None = None, sd=None, block_ms: int = 20,
+                 clock=time.monotonic):
+        self.device_name = device_name
+        self.preroll_s = max(0.3, preroll_ms / 1000)  # at least 300 ms before the press
+        self.max_record_s = max_record_s
+        self.on_notice = on_notice
+        self.on_level: Callable[[float], None] | None = None  # called from the audio thread
+        self._sd = sd
+        self._block_ms = block_ms
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._stream = None
+        self.rate = SAMPLE_RATE
+        self.label = ""
+        self._ring: collections.deque[tuple[float, np.ndarray]] = collections.deque()
+        self._ring_len = 0
+        self._recording: list[np.ndarray] | None = None
+        self._recorded = 0
+        self._last_callback = 0.0
+        self._lost = ""
+        self._level = 0.0
+
+    # ------------------------------------------------------------------ stream
+    def open(self) -> None:
+        """Open (or reopen) the input stream. Raises AudioDeviceError with what to do."""
+        self.close()
+        sd = self._sd or import_sounddevice()
+        self._sd = sd
+        index, notice = find_device(sd, self.device_name, "input")
+        if notice and self.on_notice:
+            self.on_notice(notice)
+        stream, rate = None, SAMPLE_RATE
+        errors = []
+        for rate in (SAMPLE_RATE, None):  # 16 kHz where the device allows, else its own rate
+            try:
+                if rate is None:
+                    rate = int(sd.query_devices(index, kind="input")["default_samplerate"])
+                stream = sd.InputStream(device=index, channels=1, samplerate=rate,
+                                        dtype="float32", blocksize=int(rate * self._block_ms / 1000),
+                                        callback=self._callback,
+                                        finished_callback=self._finished)
+                stream.start()
+                break
+            except Exception as exc:  # PortAudioError, ValueError for a bad rate
+                errors.append(str(exc))
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except Exception:
+                        pass
+                stream = None
+        if stream is None:
+            raise AudioDeviceError(
+                f"cannot open the microphone ({'; '.join(errors)}): check that it is "
+                "connected and not used by another program, or choose another in Settings…")
+        with self._lock:
+            self._stream, self.rate = stream, rate
+            self._ring.clear()
+            self._ring_len = 0
+            self._lost = ""
+            self._last_callback = self.clock()
+        self.label = device_label(sd, index, "input")
+        log.info("microphone open: %s at %d Hz", self.label, rate)
+
+    def close(self) -> None:
+        with self._lock:
+            stream, self._stream = self._stream, None
+            self._recording = None
+        if stream is not None:
+            try:
+                stream.abort()
+                stream.close()
+            except Exception:
+                pass
+
+    @property
+    def is_open(self) -> bool:
+        return self._stream is not None
+
+    def _callback(self, indata, frames, time_info, status) -> None:
+        mono = np.array(indata[:, 0] if indata.ndim == 2 else indata, dtype=np.float32)
+        now = self.clock()
+        level = float(np.sqrt(np.mean(mono * mono))) if mono.size else 0.0
+        with self._lock:
+            self._last_callback = now
+            self._level = level
+            self._ring.append((now, mono))
+            self._ring_len += len(mono)
+            keep = int(self.preroll_s * self.rate) + len(mono)
+            while self._ring_len - len(self._ring[0][1]) >= keep:
+                self._ring_len -= len(self._ring.popleft()[1])
+            if self._recording is not None and self._recorded < self.max_record_s * self.rate:
+                self._recording.append(mono)
+                self._recorded += len(mono)
+        if self.on_level is not None:
+            self.on_level(level)
+
+    def _finished(self) -> None:
+        # PortAudio ended the stream on its own (device unplugged, server gone) unless we closed
+        if self._stream is not None:
+            self._lost = "the microphone stopped (was it unplugged?)"
+
+    # ------------------------------------------------------------------ recording
+    def start_recording(self, since: float | None = None) -> None:
+        """Begin a recording that starts with up to the pre-roll of audio already heard
+        (none from before `since`). Opens the device on first use or after it was lost."""
+        if self._stream is None or self._lost:
+            self.open()
+        self.check()
+        with self._lock:
+            blocks = [b for t, b in self._ring if since is None or t > since]
+            self._recording = blocks
+            self._recorded = sum(len(b) for b in blocks)
+
+    def stop_recording(self) -> np.ndarray:
+        """The recording as 16 kHz mono float32."""
+        try:
+            self.check()
+        finally:
+            with self._lock:
+                blocks, self._recording = self._recording, None
+        audio = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+        if self.rate != SAMPLE_RATE and audio.size:
+            import soxr
+
+            audio = soxr.resample(audio, self.rate, SAMPLE_RATE).astype(np.float32)
+        return audio
+
+    def cancel_recording(self) -> None:
+        with self._lock:
+            self._recording = None
+
+    def check(self) -> None:
+        """Raise AudioDeviceError when the stream is gone or has stopped delivering audio."""
+        stream = self._stream
+        if stream is None:
+            raise AudioDeviceError("the microphone is not open: check Settings… → audio input")
+        stalled = self.clock() - self._last_callback > STALL_S
+        if self._lost or stalled or not stream.active:
+            reason = self._lost or "the microphone stopped delivering audio (was it unplugged?)"
+            self._lost = reason
+            raise AudioDeviceError(f"{reason}: reconnect it or choose another in Settings…")
+
+    @property
+    def level(self) -> float:
+        """RMS of the last block, 0..1 (for a meter)."""
+        return self._level
+
+    @property
+    def recording(self) -> bool:
+        return self._recording is not None

@@ -1,0 +1,160 @@
+"""The speaker: a sounddevice output stream whose callback reads a queue of the assistant's
+audio. `flush()` silences it at once (barge-in), `drain()` waits until a turn has been heard."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import AudioDeviceError
+from .devices_by_name import device_label, find_device, import_sounddevice
+from .sink import AudioSink
+
+log = logging.getLogger(__name__)
+
+
+class SpeakerSink(AudioSink):
+    def __init__(self, device_name: str = "", on_notice: Callable[[str], None] | None = None,
+                 sd=None, block_ms: int = 20):
+        self.device_name = device_name
+        self.on_notice = on_notice
+        self._sd = sd
+        self._block_ms = block_ms
+        self._lock = threading.Lock()
+        self._stream = None
+        self.rate = 0  # rate the stream runs at
+        self._requested = 0  # rate asked for (the device may have refused it)
+        self.label = ""
+        self._queue: collections.deque[list] = collections.deque()  # [turn, pcm, offset]
+        self._pending: dict[int, int] = {}  # turn -> frames queued, not yet handed to PortAudio
+        self._lost = ""
+        self.last_audible = 0.0  # monotonic time of the last non-silent block handed over
+        self.flushed_at = 0.0
+
+    # ------------------------------------------------------------------ stream
+    def open(self, sample_rate: int) -> None:
+        """Open the output stream at `sample_rate` (or the device's own rate, resampling)."""
+        self._close_stream()
+        self._requested = sample_rate
+        sd = self._sd or import_sounddevice()
+        self._sd = sd
+        index, notice = find_device(sd, self.device_name, "output")
+        if notice and self.on_notice:
+            self.on_notice(notice)
+        errors = []
+        for rate in (sample_rate, None):
+            stream = None
+            try:
+                if rate is None:
+                    rate = int(sd.query_devices(index, kind="output")["default_samplerate"])
+                stream = sd.OutputStream(device=index, channels=1, samplerate=rate,
+                                         dtype="float32", latency="low",
+                                         blocksize=int(rate * self._block_ms / 1000),
+                                         callback=self._callback,
+                                         finished_callback=self._finished)
+                stream.start()
+            except Exception as exc:  # PortAudioError, or a rate the device refuses
+                errors.append(str(exc))
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except Exception:
+                        pass
+                continue
+            with self._lock:
+                self._stream, self.rate, self._lost = stream, rate, ""
+            self.label = device_label(sd, index, "output")
+            log.info("speaker open: %s at %d Hz", self.label, rate)
+            return
+        raise AudioDeviceError(
+            f"cannot open the speaker ({'; '.join(errors)}): check that it is connected, or "
+            "choose another in Settings…")
+
+    def _close_stream(self) -> None:
+        with self._lock:
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            try:
+                stream.abort()
+                stream.close()
+            except Exception:
+                pass
+
+    def _callback(self, outdata, frames, time_info, status) -> None:
+        out = outdata[:, 0]
+        filled = 0
+        with self._lock:
+            while filled < frames and self._queue:
+                item = self._queue[0]
+                turn, pcm, offset = item
+                n = min(frames - filled, len(pcm) - offset)
+                out[filled:filled + n] = pcm[offset:offset + n]
+                filled += n
+                item[2] += n
+                self._pending[turn] = self._pending.get(turn, 0) - n
+                if item[2] >= len(pcm):
+                    self._queue.popleft()
+                    if self._pending.get(turn, 0) <= 0:
+                        self._pending.pop(turn, None)
+            if filled:
+                self.last_audible = time.monotonic()
+        out[filled:] = 0.0
+
+    def _finished(self) -> None:
+        if self._stream is not None:
+            self._lost = "the speaker stopped (was it unplugged?)"
+
+    # ------------------------------------------------------------------ AudioSink
+    def play(self, pcm: np.ndarray, sample_rate: int, turn: int) -> None:
+        stream = self._stream
+        if stream is None or self._lost or not stream.active:
+            self.open(sample_rate)  # first use, or one reopen after a loss; raises if it fails
+        elif sample_rate != self._requested and not self._queue:
+            self.open(sample_rate)  # the voice changed rate: follow it while nothing plays
+        pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
+        if sample_rate != self.rate and pcm.size:
+            import soxr
+
+            pcm = soxr.resample(pcm, sample_rate, self.rate).astype(np.float32)
+        if not pcm.size:
+            return
+        with self._lock:
+            self._queue.append([turn, pcm, 0])
+            self._pending[turn] = self._pending.get(turn, 0) + len(pcm)
+
+    def drain(self, turn: int, stop: threading.Event) -> None:
+        """Wait until the turn's audio has left the queue, then the device's latency."""
+        while not stop.is_set():
+            with self._lock:
+                left = self._pending.get(turn, 0)
+                lost = self._lost
+            if left <= 0 or lost:
+                break
+            stop.wait(0.01)
+        stream = self._stream
+        if stream is not None and not stop.is_set():
+            try:
+                stop.wait(float(stream.latency))
+            except Exception:
+                pass
+
+    def flush(self) -> None:
+        """Silence now: drop the queue; the next callback block is silent."""
+        with self._lock:
+            self._queue.clear()
+            self._pending.clear()
+            self.flushed_at = time.monotonic()
+
+    def close(self) -> None:
+        self.flush()
+        self._close_stream()
+
+    def queued_seconds(self) -> float:
+        with self._lock:
+            frames = sum(len(p) - off for _, p, off in self._queue)
+        return frames / self.rate if self.rate else 0.0

@@ -1,0 +1,315 @@
+"""The one owner of the app's state: idle / listening / thinking / speaking / error / loading.
+
+Every event goes through here — hotkey press and release, the tray's Talk, the CLI's toggle /
+talk-start / talk-stop, and the pipeline's news — so debounce, release grace, taps, the
+recording cap and barge-in live in one place. QtCore only: it runs headless in tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Protocol
+
+import numpy as np
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from .config import STAGES, Settings
+from .errors import AudioDeviceError
+
+log = logging.getLogger(__name__)
+
+LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = (
+    "loading", "idle", "listening", "thinking", "speaking", "error")
+STATES = (LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR)
+
+
+class Recorder(Protocol):
+    """What the controller needs from the microphone (audio.microphone.Microphone)."""
+
+    def start_recording(self, since: float | None = None) -> None: ...
+    def stop_recording(self) -> np.ndarray: ...
+    def cancel_recording(self) -> None: ...
+    def check(self) -> None: ...
+
+
+class AppController(QObject):
+    state_changed = Signal(str, str)  # state, one line saying what is happening / what failed
+    notice = Signal(str)  # a hint the user should see (tap ignored, still loading, cap reached)
+    turn_submitted = Signal(int)
+
+    def __init__(self, settings: Settings, pipeline, recorder: Recorder, clock=time.monotonic):
+        super().__init__()
+        self.settings = settings
+        self.pipeline = pipeline
+        self.recorder = recorder
+        self.clock = clock
+        self.state = LOADING
+        self.detail = "Loading models…"
+        self.last_error = ""  # the last error seen, kept for `status`
+        self.error_now = ""  # what put the app in the error state (cleared by the next press)
+        self.load_errors: dict[str, str] = {}
+        self.stage_states: dict[str, str] = {s: "loading" for s in STAGES}
+        self.hotkey_info: dict = {}
+        self.current_turn = 0
+        self.turn_info: dict = {}
+        self._pressed_at: float | None = None  # start of the recording now running
+        self._source = ""
+        self._last_press = -1e9
+        self._release_at: float | None = None  # release waiting out its grace
+        self._speaking_ended = 0.0  # pre-roll never reaches back into the assistant's voice
+
+        self._grace = QTimer(self, singleShot=True)
+        self._grace.timeout.connect(self._release_committed)
+        self._cap = QTimer(self, singleShot=True)
+        self._cap.timeout.connect(self._cap_reached)
+        self._watchdog = QTimer(self, interval=250)
+        self._watchdog.timeout.connect(self._check_microphone)
+
+        ev = pipeline.events  # emitted from stage threads: default (queued) connections
+        ev.stage_state.connect(self._on_stage_state)
+        ev.first_audio.connect(self._on_first_audio)
+        ev.turn_finished.connect(self._on_turn_finished)
+        ev.error.connect(self._on_error)
+        ev.notice.connect(self.notice)
+
+    # ------------------------------------------------------------------ inputs
+    def hotkey_pressed(self, at: float | None = None) -> None:
+        at = self._now(at)
+        if self._grace.isActive():  # key bounce / auto-repeat inside the release grace
+            self._grace.stop()
+            self._release_at = None
+            return
+        if at - self._last_press < self.settings.hotkey.debounce_ms / 1000:
+            return
+        self._last_press = at
+        if self.settings.hotkey.mode == "toggle":
+            self.toggle("hotkey", at)
+        else:
+            self.talk_start("hotkey", at)
+
+    def hotkey_released(self, at: float | None = None) -> None:
+        if self.settings.hotkey.mode != "hold" or self.state != LISTENING:
+            return
+        if self._source not in ("hotkey", "button"):
+            return  # a recording started from the tray or CLI ends the same way
+        self._release_at = self._now(at)
+        self._grace.start(max(0, self.settings.hotkey.release_grace_ms))
+
+    def button_pressed(self) -> None:
+        """The floating window's Talk button: held like the hotkey in hold mode."""
+        if self.settings.hotkey.mode == "toggle":
+            self.toggle("button")
+        else:
+            self.talk_start("button")
+
+    def button_released(self) -> None:
+        if self.settings.hotkey.mode == "hold" and self.state == LISTENING and \
+                self._source == "button":
+            self._finish(self._now(None), "button")
+
+    def toggle(self, source: str = "cli", at: float | None = None) -> None:
+        if self.state == LISTENING:
+            self.talk_stop(source, at)
+        else:
+            self.talk_start(source, at)
+
+    def talk_start(self, source: str = "cli", at: float | None = None) -> bool:
+        """Start listening (barge-in if the assistant is busy). False when it cannot."""
+        at = self._now(at)
+        if self.state == LISTENING:
+            return True
+        if self.state == LOADING:
+            self._hint(self._loading_hint())
+            return False
+        if self.load_errors:
+            self._hint(f"Cannot listen: {self._load_error_line()}")
+            return False
+        since = self._speaking_ended
+        if self.state in (THINKING, SPEAKING):
+            self.pipeline.interrupt()  # barge-in: playback stops before we start recording
+            self.turn_info["interrupted_at"] = self.clock()
+            since = self.clock()  # no pre-roll: it holds the assistant's own voice
+        try:
+            self.recorder.start_recording(since=since)
+        except AudioDeviceError as exc:
+            self._fail(str(exc))
+            return False
+        self._pressed_at, self._source = at, source
+        self.error_now = ""
+        self._cap.start(int(self.settings.audio.max_record_s * 1000))
+        self._watchdog.start()
+        self._set(LISTENING, "Listening…")
+        return True
+
+    def talk_stop(self, source: str = "cli", at: float | None = None) -> None:
+        if self.state == LISTENING:
+            self._finish(self._now(at), source)
+
+    def interrupt(self) -> None:
+        """Stop whatever runs (recording or reply) and go idle."""
+        if self.state == LISTENING:
+            self._stop_timers()
+            self.recorder.cancel_recording()
+            self._pressed_at = None
+            self._set(IDLE, "Ready")
+        elif self.state in (THINKING, SPEAKING):
+            self.pipeline.interrupt()
+            self.turn_info["interrupted_at"] = self.clock()
+            self._speaking_ended = self.clock()
+            self._set(IDLE, "Ready")
+
+    def apply_settings(self, settings: Settings) -> None:
+        self.settings = settings
+
+    # ------------------------------------------------------------------ recording ends
+    def _release_committed(self) -> None:
+        at, self._release_at = self._release_at, None
+        if self.state == LISTENING and at is not None:
+            self._finish(at, self._source)
+
+    def _cap_reached(self) -> None:
+        if self.state != LISTENING:
+            return
+        limit = self.settings.audio.max_record_s
+        self._hint(f"Recording stopped at the {limit:g} s limit (audio.max_record_s)")
+        self._finish(self.clock(), "cap", check_tap=False)
+
+    def _finish(self, released_at: float, source: str, check_tap: bool = True) -> None:
+        pressed_at = self._pressed_at if self._pressed_at is not None else released_at
+        self._stop_timers()
+        self._pressed_at = None
+        held_ms = (released_at - pressed_at) * 1000
+        if check_tap and held_ms < self.settings.audio.min_press_ms:
+            self.recorder.cancel_recording()
+            self._set(IDLE, "Ready")
+            what = "Hold the key while you speak" if self.settings.hotkey.mode == "hold" \
+                and source in ("hotkey", "button") else "Speak a little longer"
+            self._hint(f"{what}: presses under {self.settings.audio.min_press_ms} ms "
+                       "are ignored")
+            return
+        try:
+            audio = self.recorder.stop_recording()
+        except AudioDeviceError as exc:
+            self._fail(str(exc))
+            return
+        turn = self.pipeline.submit(audio, released_at=released_at, source=source)
+        self.current_turn = turn
+        self.turn_info = {"id": turn, "source": source, "pressed_at": pressed_at,
+                          "released_at": released_at, "submitted_at": self.clock(),
+                          "audio_s": round(len(audio) / 16000, 2)}
+        self._set(THINKING, "Thinking…")
+        self.turn_submitted.emit(turn)
+
+    def _check_microphone(self) -> None:
+        if self.state != LISTENING:
+            self._watchdog.stop()
+            return
+        try:
+            self.recorder.check()
+        except AudioDeviceError as exc:
+            self._stop_timers()
+            self._pressed_at = None
+            self.recorder.cancel_recording()
+            self._fail(str(exc))
+
+    def _stop_timers(self) -> None:
+        self._grace.stop()
+        self._cap.stop()
+        self._watchdog.stop()
+        self._release_at = None
+
+    # ------------------------------------------------------------------ pipeline news
+    def _on_stage_state(self, stage: str, state: str, detail: str) -> None:
+        if stage not in self.stage_states:
+            return
+        self.stage_states[stage] = state
+        if state == "failed":
+            self.load_errors[stage] = detail
+        elif state in ("ready", "loading", "reloading"):
+            self.load_errors.pop(stage, None)
+        if self.state in (LISTENING, THINKING, SPEAKING):
+            return  # a turn is running; the state settles when it ends
+        self._settle()
+
+    def _settle(self) -> None:
+        """Idle, loading or error, from what the stages report (between turns)."""
+        if any(s in ("loading", "reloading") for s in self.stage_states.values()):
+            self._set(LOADING, self._loading_hint())
+        elif self.load_errors:
+            self.last_error = self._load_error_line()
+            self._set(ERROR, self.last_error)
+        elif self.state == ERROR and self.error_now:
+            return  # a device or turn error stays shown until the next press
+        else:
+            self._set(IDLE, "Ready")
+
+    def _on_first_audio(self, turn: int) -> None:
+        if turn == self.current_turn:
+            self.turn_info["first_audio_at"] = self.clock()
+            if self.state == THINKING:
+                self._set(SPEAKING, "Speaking…")
+
+    def _on_turn_finished(self, rec: dict) -> None:
+        turn = rec.get("turn")
+        if turn != self.current_turn:
+            return
+        self.turn_info.update(finished_at=self.clock(), reason=rec.get("reason", ""),
+                              timings_ms=rec.get("timings_ms", {}))
+        if self.state not in (THINKING, SPEAKING):
+            return  # already listening again (barge-in) or stopped by hand
+        self._speaking_ended = self.clock()
+        reason = rec.get("reason")
+        if reason == "error":
+            self._fail(rec.get("error") or "the turn failed")
+            return
+        if reason == "no speech":
+            self._hint("Nothing was heard: hold the key while you speak")
+        self._set(IDLE, "Ready")
+        self._settle()
+
+    def _on_error(self, stage: str, message: str) -> None:
+        self.last_error = message if message.startswith(stage) else f"{stage}: {message}"
+
+    # ------------------------------------------------------------------ state
+    def _set(self, state: str, detail: str) -> None:
+        changed = (state, detail) != (self.state, self.detail)
+        self.state, self.detail = state, detail
+        if changed:
+            log.info("state: %s", state)
+            self.state_changed.emit(state, detail)
+
+    def _fail(self, message: str) -> None:
+        self.last_error = self.error_now = message
+        self._set(ERROR, message)
+
+    def _hint(self, text: str) -> None:
+        log.info("notice: %s", text)
+        self.notice.emit(text)
+
+    def _now(self, at: float | None) -> float:
+        now = self.clock()
+        # a helper process's timestamp is used when it is on our clock and plausible
+        return at if at is not None and now - 2.0 <= at <= now + 0.01 else now
+
+    def _loading_hint(self) -> str:
+        ready = sum(1 for s in self.stage_states.values() if s == "ready")
+        waiting = [s for s, st in self.stage_states.items() if st in ("loading", "reloading")]
+        return (f"Models are still loading ({ready} of {len(self.stage_states)} ready: "
+                f"{', '.join(waiting)}), try again in a moment")
+
+    def _load_error_line(self) -> str:
+        stage, message = next(iter(self.load_errors.items()))
+        return message if message.startswith(stage) else f"{stage} failed to load: {message}"
+
+    def status(self) -> dict:
+        return {
+            "state": self.state,
+            "detail": self.detail,
+            "models": self.pipeline.loaded(),
+            "stages": dict(self.stage_states),
+            "last_error": self.last_error,
+            "hotkey": dict(self.hotkey_info),
+            "turn": dict(self.turn_info),
+            "clock": self.clock(),
+        }

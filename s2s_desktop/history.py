@@ -1,0 +1,126 @@
+"""Conversation history: `history.jsonl` in the user data dir, one JSON line per finished turn.
+
+Each line goes out in one write + fsync on a file only the user can read, so a crash leaves at
+most one torn last line; unreadable lines are skipped and reported, never fatal. An
+interrupted reply is stored as far as it was spoken.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import data_dir
+
+log = logging.getLogger(__name__)
+
+FILENAME = "history.jsonl"
+
+
+@dataclass
+class Exchange:
+    """One finished turn as the user saw it."""
+
+    user: str
+    assistant: str
+    reason: str = "ok"  # ok | interrupted | error
+    time: float = field(default_factory=time.time)  # wall clock (seconds since the epoch)
+    timings_ms: dict = field(default_factory=dict)
+    error: str = ""
+
+    @classmethod
+    def from_turn(cls, rec: dict) -> Exchange | None:
+        """From a pipeline turn record; None for turns with nothing worth keeping."""
+        transcript = (rec.get("transcript") or "").strip()
+        reason = rec.get("reason", "")
+        if not transcript or reason == "no speech":
+            return None
+        reply = rec.get("spoken", "") if reason == "interrupted" else rec.get("reply", "")
+        return cls(user=transcript, assistant=(reply or "").strip(), reason=reason,
+                   timings_ms={k: v for k, v in (rec.get("timings_ms") or {}).items()
+                               if v is not None}, error=rec.get("error", ""))
+
+    def to_json(self) -> str:
+        return json.dumps({"time": round(self.time, 3), "user": self.user,
+                           "assistant": self.assistant, "reason": self.reason,
+                           "timings_ms": self.timings_ms, "error": self.error},
+                          ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, line: str) -> Exchange:
+        data = json.loads(line)
+        if not isinstance(data, dict) or not isinstance(data.get("user"), str) or \
+                not isinstance(data.get("assistant"), str):
+            raise ValueError("not a history record")
+        timings = data.get("timings_ms")
+        return cls(user=data["user"], assistant=data["assistant"],
+                   reason=str(data.get("reason", "ok")),
+                   time=float(data.get("time", 0.0)),
+                   timings_ms=timings if isinstance(timings, dict) else {},
+                   error=str(data.get("error", "")))
+
+
+class History:
+    def __init__(self, path: Path | None = None, enabled: bool = True):
+        self.path = Path(path) if path is not None else data_dir() / FILENAME
+        self.enabled = enabled
+        self._needs_newline = False  # the file ends in a torn line: start ours on a new one
+
+    def load(self) -> tuple[list[Exchange], list[str]]:
+        """All readable exchanges, oldest first, and a list of problems (for a notice)."""
+        if not self.path.exists():
+            return [], []
+        try:
+            raw = self.path.read_bytes()
+        except OSError as exc:
+            return [], [f"Could not read the conversation history ({exc})"]
+        self._needs_newline = bool(raw) and not raw.endswith(b"\n")
+        out, bad = [], 0
+        for line in raw.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                out.append(Exchange.from_json(line.decode("utf-8")))
+            except (ValueError, UnicodeDecodeError, TypeError):
+                bad += 1
+        problems = []
+        if bad:
+            problems.append(f"Skipped {bad} unreadable line{'s' if bad > 1 else ''} "
+                            f"in the conversation history ({self.path})")
+            log.warning("history: %d unreadable lines skipped in %s", bad, self.path)
+        return out, problems
+
+    def append(self, exchange: Exchange) -> bool:
+        """Add one line; True when it was written (False when history is off or failed)."""
+        if not self.enabled:
+            return False
+        data = exchange.to_json().encode("utf-8") + b"\n"
+        if self._needs_newline:
+            data = b"\n" + data
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                if hasattr(os, "fchmod"):
+                    os.fchmod(fd, 0o600)  # private even if an older file was not
+                os.write(fd, data)  # one write: a line is whole or absent
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.warning("history: could not write %s (%s)", self.path, exc)
+            return False
+        self._needs_newline = False
+        return True
+
+    def clear(self) -> None:
+        """Forget every exchange: the file is removed."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        self._needs_newline = False

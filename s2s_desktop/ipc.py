@@ -1,0 +1,187 @@
+"""One app per user, and the commands a running app takes from the command line.
+
+A QLocalServer (a Unix socket only the user can open, or a named pipe on Windows) speaks
+JSON lines: the client sends {"command": NAME, ...}, the app answers {"ok": true|false, ...}.
+`s2s-desktop toggle|talk-start|talk-stop|quit|status` use it, and a second launch of the app
+hands its arguments to the first ("launch") instead of starting another.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QCoreApplication, QObject
+from PySide6.QtNetwork import QLocalServer, QLocalSocket
+
+from .config import config_dir
+
+log = logging.getLogger(__name__)
+
+MAX_LINE = 1 << 16  # a command is small; anything longer is refused
+TIMEOUT_MS = 5000
+
+
+def server_name() -> str:
+    """Per user and per settings folder (an isolated test instance never meets the real one)."""
+    key = hashlib.sha1(str(config_dir().resolve()).encode("utf-8")).hexdigest()[:10]
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    base = f"s2s-desktop-{user}-{key}"
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if os.name == "posix" and runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
+        path = os.path.join(runtime, base + ".sock")
+        if len(path) < 100:  # Unix socket paths are short
+            return path
+    return base  # Qt puts it in the per-user temp dir (Unix) or the pipe namespace (Windows)
+
+
+class CommandServer(QObject):
+    """Answers commands with handlers: name -> callable(request dict) -> reply dict."""
+
+    def __init__(self, handlers: dict[str, Callable[[dict], dict]], name: str | None = None,
+                 parent=None):
+        super().__init__(parent)
+        self.handlers = handlers
+        self.name = name or server_name()
+        self.server = QLocalServer(self)
+        self.server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
+        self.server.newConnection.connect(self._accept)
+
+    def listen(self) -> bool:
+        """Start answering. False when another instance already answers on this name."""
+        if self.server.listen(self.name):
+            return True
+        if request("ping", name=self.name, timeout_ms=1000) is not None:
+            return False
+        QLocalServer.removeServer(self.name)  # a socket left behind by a crashed app
+        if not self.server.listen(self.name):
+            raise OSError(f"cannot listen on {self.name}: {self.server.errorString()}")
+        return True
+
+    def close(self) -> None:
+        self.server.close()
+
+    def _accept(self) -> None:
+        while self.server.hasPendingConnections():
+            sock = self.server.nextPendingConnection()
+            buf = bytearray()
+            sock.readyRead.connect(lambda s=sock, b=buf: self._read(s, b))
+            sock.disconnected.connect(sock.deleteLater)
+
+    def _read(self, sock: QLocalSocket, buf: bytearray) -> None:
+        buf += bytes(sock.readAll())
+        if b"\n" not in buf:
+            if len(buf) > MAX_LINE:
+                self._reply(sock, {"ok": False, "error": "request too long"})
+            return
+        line = bytes(buf).split(b"\n", 1)[0]
+        buf.clear()
+        self._reply(sock, self.dispatch(line))
+
+    def dispatch(self, line: bytes) -> dict:
+        try:
+            req = json.loads(line.decode("utf-8"))
+            if not isinstance(req, dict) or not isinstance(req.get("command"), str):
+                raise ValueError("expected {\"command\": NAME}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return {"ok": False, "error": f"bad request: {exc}"}
+        name = req["command"]
+        if name == "ping":
+            return {"ok": True, "pid": os.getpid()}
+        handler = self.handlers.get(name)
+        if handler is None:
+            return {"ok": False, "error": f"unknown command '{name}'"}
+        try:
+            reply = handler(req)
+        except Exception as exc:  # a command must never take the app down
+            log.exception("command %s failed", name)
+            return {"ok": False, "error": f"{name} failed: {type(exc).__name__}: {exc}"}
+        return {"ok": True, **reply} if "ok" not in reply else reply
+
+    def _reply(self, sock: QLocalSocket, reply: dict) -> None:
+        sock.write((json.dumps(reply, ensure_ascii=False) + "\n").encode("utf-8"))
+        sock.flush()
+        sock.disconnectFromServer()
+
+
+def request(command: str, payload: dict | None = None, name: str | None = None,
+            timeout_ms: int = TIMEOUT_MS) -> dict | None:
+    """Send one command to the running app; its reply, or None when no app is running."""
+    if QCoreApplication.instance() is None:
+        request._app = QCoreApplication([])  # Qt sockets want an application object
+    sock = QLocalSocket()
+    sock.connectToServer(name or server_name())
+    if not sock.waitForConnected(min(timeout_ms, 2000)):
+        return None
+    sock.write((json.dumps({"command": command, **(payload or {})}) + "\n").encode("utf-8"))
+    sock.flush()
+    data = b""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while b"\n" not in data:
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            sock.abort()
+            raise TimeoutError(f"s2s-desktop did not answer '{command}' in "
+                               f"{timeout_ms / 1000:.0f} s")
+        if not sock.waitForReadyRead(left_ms):
+            if sock.state() != QLocalSocket.LocalSocketState.ConnectedState and \
+                    not sock.bytesAvailable():
+                break
+        data += bytes(sock.readAll())
+    sock.abort()
+    if b"\n" not in data:
+        raise ConnectionError(f"s2s-desktop closed the connection without answering '{command}'")
+    return json.loads(data.split(b"\n", 1)[0].decode("utf-8"))
+
+
+def format_status(status: dict) -> str:
+    lines = [f"state:      {status.get('state', '?')}"
+             + (f" ({status['detail']})" if status.get("detail") else "")]
+    models = status.get("models") or {}
+    for stage in ("vad", "stt", "llm", "tts"):
+        if stage in models:
+            stage_state = (status.get("stages") or {}).get(stage, "")
+            lines.append(f"{stage + ':':<12}{models[stage] or stage_state or 'not loaded'}")
+    hk = status.get("hotkey") or {}
+    if hk:
+        where = "" if hk.get("available") else f" — unavailable: {hk.get('problem') or '?'}"
+        paused = " (paused)" if hk.get("paused") else ""
+        lines.append(f"hotkey:     {hk.get('combo', '?')} ({hk.get('mode', '?')}){paused}{where}")
+    if status.get("last_error"):
+        lines.append(f"last error: {status['last_error']}")
+    return "\n".join(lines)
+
+
+NOT_RUNNING = "s2s-desktop is not running: start it with `s2s-desktop` first"
+
+
+def send_command(name: str, json_output: bool = False) -> int:
+    """The CLI's side of toggle / talk-start / talk-stop / quit / status; the exit code."""
+    try:
+        reply = request(name)
+    except (TimeoutError, ConnectionError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if reply is None:
+        print(NOT_RUNNING, file=sys.stderr)
+        return 1
+    if not reply.get("ok"):
+        print(f"error: {reply.get('error', 'the app refused the command')}", file=sys.stderr)
+        return 1
+    if name == "status":
+        status = reply.get("status", {})
+        print(json.dumps(status, ensure_ascii=False) if json_output else format_status(status))
+    elif json_output:
+        print(json.dumps(reply, ensure_ascii=False))
+    elif reply.get("message"):
+        print(reply["message"])
+    return 0

@@ -1,0 +1,197 @@
+"""The Hugging Face Hub side of downloads: endpoint, token, repo file lists, and putting a file
+into the shared HF cache layout (blobs + snapshot links + refs, see cache.py) so every other HF
+tool of the user sees it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import threading
+import urllib.error
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cache
+from .download import (
+    IMPORT_HINT,
+    ChecksumMismatch,
+    DownloadError,
+    ProgressFn,
+    clean_etag,
+    download_file,
+    header,
+    http_error,
+    hub_sha256,
+    network_error,
+    open_url,
+    response_socket,
+)
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def hf_endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def hf_offline() -> bool:
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def hf_token() -> str | None:
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        if os.environ.get(var):
+            return os.environ[var].strip()
+    path = Path(os.environ.get("HF_TOKEN_PATH") or cache.hf_home() / "token")
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def hf_file_url(repo_id: str, revision: str, filename: str, endpoint: str | None = None) -> str:
+    return "{}/{}/resolve/{}/{}".format(
+        (endpoint or hf_endpoint()).rstrip("/"),
+        repo_id,
+        urllib.parse.quote(revision, safe=""),
+        urllib.parse.quote(filename),
+    )
+
+
+@dataclass
+class RepoFile:
+    name: str
+    size: int | None = None
+    sha256: str | None = None  # LFS files
+    blob_id: str | None = None  # git object id (non-LFS files are stored under it)
+
+
+@dataclass
+class RepoInfo:
+    commit: str | None
+    files: dict[str, RepoFile]
+
+
+def _auth_headers() -> dict[str, str]:
+    token = hf_token()
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def refuse_if_offline() -> None:
+    if hf_offline():
+        raise DownloadError(f"downloads are off (HF_HUB_OFFLINE is set): unset it, {IMPORT_HINT}")
+
+
+def fetch_repo_info(repo_id: str, revision: str = "main", timeout: float = 10.0) -> RepoInfo:
+    """The commit a revision points at and its files with sizes and digests (Hub API)."""
+    refuse_if_offline()
+    url = "{}/api/models/{}/revision/{}?blobs=true".format(
+        hf_endpoint(), repo_id, urllib.parse.quote(revision, safe="")
+    )
+    try:
+        resp, _ = open_url(url, {"Accept": "application/json", **_auth_headers()}, timeout)
+        with resp:
+            sock = response_socket(resp)
+            if sock is not None:
+                sock.settimeout(timeout)
+            data = json.loads(resp.read(32 * 1024 * 1024))
+    except urllib.error.HTTPError as exc:
+        raise http_error(url, exc) from exc
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        raise network_error(url, exc) from exc
+    except ValueError as exc:
+        raise DownloadError(f"{url} did not answer with the repo's file list ({exc})") from exc
+    files = {}
+    for s in data.get("siblings") or []:
+        lfs = s.get("lfs") or {}
+        name = s.get("rfilename")
+        if name:
+            files[name] = RepoFile(
+                name, lfs.get("size", s.get("size")), lfs.get("sha256"), s.get("blobId")
+            )
+    commit = data.get("sha")
+    return RepoInfo(
+        commit if isinstance(commit, str) and cache.HEX40.match(commit) else None, files
+    )
+
+
+@dataclass
+class HubDownload:
+    path: Path  # the file in the snapshot
+    verified: bool  # its digest matched a reference (catalog, Hub sha256 or git oid)
+
+
+def hf_download(
+    repo_id: str,
+    filename: str,
+    revision: str = "main",
+    *,
+    commit: str | None = None,
+    sha256: str | None = None,
+    md5: str | None = None,
+    size: int | None = None,
+    blob_id: str | None = None,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    hub_cache: Path | None = None,
+    **kwargs,
+) -> HubDownload:
+    """Put `filename` of `repo_id` into the HF cache layout, resuming and verifying it."""
+    refuse_if_offline()
+    root = hub_cache or cache.hf_hub_cache()
+    blobs = cache.repo_dir(repo_id, root) / "blobs"
+    if commit is None and cache.HEX40.match(revision):
+        commit = revision
+    known = sha256 or blob_id  # the Hub stores a file under its sha256 (LFS) or git oid
+    if known and (blobs / known).is_file():
+        commit = commit or cache.read_ref(repo_id, revision, root)
+        if commit and (size is None or (blobs / known).stat().st_size == size):
+            path = cache.link_blob(repo_id, commit, filename, blobs / known, root)
+            cache.write_ref(repo_id, revision, commit, root)
+            return HubDownload(path, False)
+    key = known or "s2s-" + hashlib.sha1(f"{commit or revision}/{filename}".encode()).hexdigest()
+    result = download_file(
+        hf_file_url(repo_id, commit or revision, filename),
+        blobs / (known or f"{key}.tmpblob"),
+        part_path=blobs / f"{key}.part",
+        expected_sha256=sha256,
+        expected_md5=md5,
+        expected_size=size,
+        progress=progress,
+        cancel=cancel,
+        headers=_auth_headers(),
+        name=filename,
+        **kwargs,
+    )
+    announced = hub_sha256(result.headers)
+    verified = bool(sha256 or md5 or announced)
+    name = known or announced or result.sha256
+    if not sha256 and blob_id:  # a plain git file: its oid (from the API) is the reference
+        if cache.git_blob_sha1(result.path) != blob_id:
+            result.path.unlink()
+            raise ChecksumMismatch(
+                f"{filename} does not match the Hub's git object id {blob_id[:12]}…; the file "
+                f"was deleted: download it again, {IMPORT_HINT}"
+            )
+        verified = True
+    elif not (sha256 or announced):
+        # The Hub's ETag of a git file is its oid; a mirror's may be anything, so it only
+        # names the blob (as huggingface_hub does) when the bytes prove it.
+        etag = clean_etag(header(result.headers, "ETag"))
+        if cache.HEX40.match(etag) and cache.git_blob_sha1(result.path) == etag:
+            name, verified = etag, True
+    blob = blobs / name
+    if blob != result.path:
+        os.replace(result.path, blob)
+    os.chmod(blob, 0o644)
+    if commit is None:
+        announced_commit = clean_etag(header(result.headers, "X-Repo-Commit"))
+        commit = announced_commit if cache.HEX40.match(announced_commit) else revision
+    path = cache.link_blob(repo_id, commit, filename, blob, root)
+    cache.write_ref(repo_id, revision, commit, root)
+    return HubDownload(path, verified)
