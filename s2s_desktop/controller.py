@@ -45,7 +45,8 @@ class AppController(QObject):
         self.recorder = recorder
         self.clock = clock
         self.state = LOADING
-        self.detail = "Loading models…"
+        self.detail = "0 of 4 ready, loading vad, stt, llm, tts"
+        self.last_notice = ""
         self.last_error = ""  # the last error seen, kept for `status`
         self.error_now = ""  # what put the app in the error state (cleared by the next press)
         self.load_errors: dict[str, str] = {}
@@ -152,12 +153,12 @@ class AppController(QObject):
             self._stop_timers()
             self.recorder.cancel_recording()
             self._pressed_at = None
-            self._set(IDLE, "Ready")
+            self._settle()
         elif self.state in (THINKING, SPEAKING):
             self.pipeline.interrupt()
             self.turn_info["interrupted_at"] = self.clock()
             self._speaking_ended = self.clock()
-            self._set(IDLE, "Ready")
+            self._settle()
 
     def apply_settings(self, settings: Settings) -> None:
         self.settings = settings
@@ -182,7 +183,7 @@ class AppController(QObject):
         held_ms = (released_at - pressed_at) * 1000
         if check_tap and held_ms < self.settings.audio.min_press_ms:
             self.recorder.cancel_recording()
-            self._set(IDLE, "Ready")
+            self._settle()
             what = "Hold the key while you speak" if self.settings.hotkey.mode == "hold" \
                 and source in ("hotkey", "button") else "Speak a little longer"
             self._hint(f"{what}: presses under {self.settings.audio.min_press_ms} ms "
@@ -233,14 +234,14 @@ class AppController(QObject):
         self._settle()
 
     def _settle(self) -> None:
-        """Idle, loading or error, from what the stages report (between turns)."""
+        """Loading, error or idle, from what the stages report (between turns)."""
         if any(s in ("loading", "reloading") for s in self.stage_states.values()):
-            self._set(LOADING, self._loading_hint())
+            self._set(LOADING, self._loading_progress())
         elif self.load_errors:
             self.last_error = self._load_error_line()
             self._set(ERROR, self.last_error)
-        elif self.state == ERROR and self.error_now:
-            return  # a device or turn error stays shown until the next press
+        elif self.error_now:  # a device or turn error stays shown until the next press
+            self._set(ERROR, self.error_now)
         else:
             self._set(IDLE, "Ready")
 
@@ -265,7 +266,6 @@ class AppController(QObject):
             return
         if reason == "no speech":
             self._hint("Nothing was heard: hold the key while you speak")
-        self._set(IDLE, "Ready")
         self._settle()
 
     def _on_error(self, stage: str, message: str) -> None:
@@ -283,8 +283,15 @@ class AppController(QObject):
         self.last_error = self.error_now = message
         self._set(ERROR, message)
 
+    def report_error(self, message: str) -> None:
+        """An error found outside a turn (the microphone at start): shown once loading ends."""
+        self.last_error = self.error_now = message
+        if self.state in (IDLE, ERROR):
+            self._set(ERROR, message)
+
     def _hint(self, text: str) -> None:
         log.info("notice: %s", text)
+        self.last_notice = text
         self.notice.emit(text)
 
     def _now(self, at: float | None) -> float:
@@ -292,11 +299,13 @@ class AppController(QObject):
         # a helper process's timestamp is used when it is on our clock and plausible
         return at if at is not None and now - 2.0 <= at <= now + 0.01 else now
 
-    def _loading_hint(self) -> str:
+    def _loading_progress(self) -> str:
         ready = sum(1 for s in self.stage_states.values() if s == "ready")
         waiting = [s for s, st in self.stage_states.items() if st in ("loading", "reloading")]
-        return (f"Models are still loading ({ready} of {len(self.stage_states)} ready: "
-                f"{', '.join(waiting)}), try again in a moment")
+        return f"{ready} of {len(self.stage_states)} ready, loading {', '.join(waiting)}"
+
+    def _loading_hint(self) -> str:
+        return f"Models are still loading ({self._loading_progress()}): try again in a moment"
 
     def _load_error_line(self) -> str:
         stage, message = next(iter(self.load_errors.items()))

@@ -10,6 +10,7 @@ import random
 import socket
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -52,6 +53,7 @@ class FakeHub:
         self.corrupt: set[str] = set()  # files whose bytes the CDN flips
         self.ignore_range = False
         self.api = True
+        self.cdn_host = ""  # redirect to another host name (as the Hub's CDN is)
         self.release = threading.Event()  # ends stalls when the test is over
         self.lock = threading.Lock()
 
@@ -60,7 +62,7 @@ class FakeHub:
         self.cut_after.clear()
         self.stall_after.clear()
         self.corrupt.clear()
-        self.ignore_range, self.api = False, True
+        self.ignore_range, self.api, self.cdn_host = False, True, ""
 
     def seen(self, name: str) -> list[dict]:
         return [r for r in self.requests if r["path"].endswith("/" + name) and r["cdn"]]
@@ -72,7 +74,19 @@ def make_handler(hub: FakeHub):
             pass
 
         def do_GET(self):
-            path = self.path.split("?")[0]
+            proxied = self.path.startswith("http://")  # an absolute URI: we are the proxy
+            path = urllib.parse.urlsplit(self.path).path if proxied else self.path.split("?")[0]
+            with hub.lock:
+                hub.requests.append(
+                    {
+                        "path": path,
+                        "range": self.headers.get("Range"),
+                        "cdn": path.startswith("/cdn/"),
+                        "auth": self.headers.get("Authorization"),
+                        "proxied": proxied,
+                        "host": self.headers.get("Host"),
+                    }
+                )
             parts = path.strip("/").split("/")
             if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "revision":
                 return self.api(f"{parts[2]}/{parts[3]}")
@@ -84,7 +98,10 @@ def make_handler(hub: FakeHub):
                     return self.send_error(404)
                 data = hub.repos[repo][name]
                 self.send_response(302)  # as the Hub does: metadata here, bytes on the CDN
-                self.send_header("Location", f"/cdn/{repo}/{name}")
+                where = (
+                    f"http://{hub.cdn_host}:{self.server.server_address[1]}" if hub.cdn_host else ""
+                )
+                self.send_header("Location", f"{where}/cdn/{repo}/{name}")
                 self.send_header("X-Repo-Commit", COMMIT)
                 if name in hub.lfs:
                     self.send_header("X-Linked-Etag", f'"{sha256(data)}"')
@@ -118,7 +135,6 @@ def make_handler(hub: FakeHub):
                 return self.send_error(404)
             rng = self.headers.get("Range")
             with hub.lock:
-                hub.requests.append({"path": self.path, "range": rng, "cdn": True})
                 cut = hub.cut_after.pop(name, None)
                 stall = hub.stall_after.pop(name, None)
             start = 0
@@ -354,7 +370,7 @@ def test_not_enough_space_is_refused_before_writing(hub, tmp_path, monkeypatch):
     with pytest.raises(NotEnoughSpace, match="free some space"):
         download_file(url(hub, "test-org/tiny-whisper", "model.bin"), tmp_path / "m.bin")
     assert not (tmp_path / "m.bin").exists()
-    assert not (tmp_path / "m.bin.part").exists() or (tmp_path / "m.bin.part").stat().st_size == 0
+    assert not (tmp_path / "m.bin.part").exists()
 
 
 # ---------------------------------------------------------------- the whole Hub path
@@ -454,6 +470,87 @@ def test_a_repo_id_outside_the_catalog_downloads_the_named_file(hub, env):
     listed = {m.id: m for m in mgr.list()}["test-org/real"]
     assert listed.source == "cache" and listed.installed and listed.stage == "vad"
     assert mgr.delete("test-org/real") and not cache.repo_dir("test-org/real").exists()
+
+
+def test_proxies_from_the_environment_are_used(hub, tmp_path, monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", hub.url)  # the fake hub also answers as a forward proxy
+    monkeypatch.setenv("http_proxy", hub.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    dest = tmp_path / "vad.onnx"
+    download_file("http://hub.invalid/test-org/real/resolve/main/silero_vad_v6.onnx", dest)
+    assert dest.read_bytes() == REAL
+    assert [r["host"] for r in hub.requests] == ["hub.invalid", "hub.invalid"]
+    assert all(r["proxied"] for r in hub.requests)
+
+
+def test_the_token_goes_to_the_hub_but_not_to_the_cdn_host(hub, env, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    hub.cdn_host = "localhost"  # another host name than 127.0.0.1
+    ModelManager(catalog=tiny_catalog(sha256(BIG))).download("tiny-whisper-test")
+    api = [r for r in hub.requests if r["path"].startswith("/api/")]
+    resolve = [r for r in hub.requests if "/resolve/" in r["path"]]
+    cdn = [r for r in hub.requests if r["cdn"]]
+    assert api and resolve and cdn
+    assert all(r["auth"] == "Bearer hf_secret" for r in api + resolve)
+    assert all(r["auth"] is None and r["host"].startswith("localhost") for r in cdn)
+
+
+def test_https_trusts_the_system_certificate_store(hub, tmp_path, monkeypatch):
+    """A CA the OS trusts (here via SSL_CERT_FILE, which truststore honours on Linux) works;
+    a certificate nobody trusts is a clear error."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(hub))
+    server.daemon_threads = True
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
+    try:
+        https = f"https://127.0.0.1:{server.server_address[1]}"
+        file_url = f"{https}/test-org/real/resolve/main/silero_vad_v6.onnx"
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+        download_file(file_url, tmp_path / "ok.onnx")
+        assert (tmp_path / "ok.onnx").read_bytes() == REAL
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+        with pytest.raises(DownloadError, match="certificate this computer does not trust"):
+            download_file(file_url, tmp_path / "bad.onnx", retries=0)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_offline_mode_refuses_at_once_with_the_import_hint(hub, monkeypatch):

@@ -185,7 +185,7 @@ def test_live_transcription_leaves_no_stt_work_after_release(session_factory):
     turn = _hold(pipe, speech_then_quiet)
     calls_before_release = len(pipe.stt.engine.calls)
     pipe.end_turn(turn)
-    rec = session._finished.get(timeout=10)
+    rec = session.wait(turn, 10)
     assert rec["turn"] == turn and rec["transcript"] == "Live words."
     assert rec["stt_reused_partial"] is True
     assert calls_before_release >= 1
@@ -198,7 +198,7 @@ def test_live_turn_speaking_until_release_transcribes_the_final(session_factory)
     turn = _hold(pipe, VOICE)  # speech right up to the release
     pipe.feed(turn, VOICE[:4000])
     pipe.end_turn(turn)
-    rec = session._finished.get(timeout=10)
+    rec = session.wait(turn, 10)
     assert rec["transcript"] == "Still talking."
     assert rec["stt_reused_partial"] is False
 
@@ -208,7 +208,7 @@ def test_live_turn_with_stt_live_off_transcribes_once(session_factory):
     session.pipeline.settings.stt.live = False
     turn = _hold(session.pipeline, VOICE, realtime=False)
     session.pipeline.end_turn(turn)
-    rec = session._finished.get(timeout=10)
+    rec = session.wait(turn, 10)
     assert rec["reason"] == "ok"
     assert len(session.pipeline.stt.engine.calls) == 1  # no background partials
 
@@ -217,4 +217,4 @@ def test_a_tap_with_nothing_recorded_is_no_speech(session_factory):
     session = session_factory()
     turn = session.pipeline.begin_turn()
     session.pipeline.end_turn(turn)
-    assert session._finished.get(timeout=10)["reason"] == "no speech"
+    assert session.wait(turn, 10)["reason"] == "no speech"

@@ -13,6 +13,7 @@ bounded (connect/header timeout, then a stall timeout per read), so offline mean
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import ipaddress
@@ -231,6 +232,12 @@ def check_free_space(folder: Path, needed: int) -> None:
 def network_error(url: str, exc: BaseException) -> DownloadError:
     host = urllib.parse.urlsplit(url).netloc
     reason = getattr(exc, "reason", exc)
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return HubUnreachable(
+            f"{host} has a certificate this computer does not trust ({reason.verify_message}): "
+            "add your organisation's root certificate to the system store, "
+            f"{IMPORT_HINT}"
+        )
     return HubUnreachable(
         f"cannot reach {host} ({reason}): check the network, the proxy (HTTPS_PROXY) "
         f"or HF_ENDPOINT, {IMPORT_HINT}"
@@ -267,17 +274,17 @@ class _PartFile:
         if path.exists():  # resume: the digest must cover the bytes already there
             with open(path, "rb") as f:
                 while chunk := f.read(cache.CHUNK):
-                    self._add(chunk)
+                    self.add(chunk)
 
-    def _add(self, chunk: bytes) -> None:
+    def add(self, chunk: bytes) -> None:
         self.sha256.update(chunk)
         self.md5.update(chunk)
         self.size += len(chunk)
 
     def restart(self) -> None:
         self.sha256, self.md5, self.size = hashlib.sha256(), hashlib.md5(), 0
-        with open(self.path, "wb"):
-            pass
+        if self.path.exists():
+            os.truncate(self.path, 0)
 
     def discard(self) -> None:
         try:
@@ -286,18 +293,20 @@ class _PartFile:
             pass
 
 
-class _Rate:
+class RateMeter:
+    """Transfer rate: the average so far for the first half second, then a smoothed rate."""
+
     def __init__(self):
-        self.t0, self.b0, self.speed = time.monotonic(), 0, 0.0
+        self.t0, self.b0, self.speed, self.warm = time.monotonic(), 0, 0.0, False
 
     def update(self, transferred: int) -> float:
         now = time.monotonic()
         dt = now - self.t0
         if dt >= 0.5:
             rate = (transferred - self.b0) / dt
-            self.speed = rate if self.speed == 0 else 0.5 * self.speed + 0.5 * rate
-            self.t0, self.b0 = now, transferred
-        elif self.speed == 0 and dt > 0:
+            self.speed = 0.5 * self.speed + 0.5 * rate if self.warm else rate
+            self.t0, self.b0, self.warm = now, transferred, True
+        elif not self.warm and dt > 0:
             self.speed = (transferred - self.b0) / dt
         return self.speed
 
@@ -321,13 +330,69 @@ def download_file(
 ) -> DownloadResult:
     """Download `url` to `dest` (resuming `dest.part`). Raises DownloadError subclasses."""
     dest = Path(dest)
-    part = _PartFile(part_path or dest.with_name(dest.name + ".part"))
+    part_file = Path(part_path or dest.with_name(dest.name + ".part"))
+    with _claim(part_file):
+        return _download(
+            url,
+            dest,
+            part_file,
+            expected_sha256=expected_sha256,
+            expected_md5=expected_md5,
+            expected_size=expected_size,
+            progress=progress,
+            cancel=cancel,
+            headers=headers,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries=retries,
+            name=name,
+            trust_hub_digest=trust_hub_digest,
+        )
+
+
+_ACTIVE: set[str] = set()
+_ACTIVE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _claim(part: Path):
+    """One download per .part file in this process (two would interleave their bytes)."""
+    key = os.path.abspath(part)
+    with _ACTIVE_LOCK:
+        if key in _ACTIVE:
+            raise DownloadError(f"{part.name} is already being downloaded; wait for it to finish")
+        _ACTIVE.add(key)
+    try:
+        yield
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE.discard(key)
+
+
+def _download(
+    url,
+    dest,
+    part_file,
+    *,
+    expected_sha256,
+    expected_md5,
+    expected_size,
+    progress,
+    cancel,
+    headers,
+    connect_timeout,
+    read_timeout,
+    retries,
+    name,
+    trust_hub_digest,
+) -> DownloadResult:
+    part = _PartFile(part_file)
     part.path.parent.mkdir(parents=True, exist_ok=True)
     label = name or dest.name
     seen: dict[str, str] = {}
     attempt = 0
     total: int | None = expected_size
-    rate = _Rate()
+    rate = RateMeter()
     transferred = 0
     last_report = 0.0
 
@@ -337,6 +402,11 @@ def download_file(
         if progress is not None and (force or now - last_report >= 0.1):
             last_report = now
             progress(DownloadProgress(label, part.size, total, rate.update(transferred)))
+
+    def on_chunk(n: int) -> None:
+        nonlocal transferred
+        transferred += n
+        report()
 
     while True:
         if cancel is not None and cancel.is_set():
@@ -372,76 +442,56 @@ def download_file(
             _backoff(attempt, cancel)
             continue
 
-        for hop in hops:
-            seen.update(hop.items())
-        seen.update(resp.headers.items())
-        if expected_sha256 is None and trust_hub_digest:
-            expected_sha256 = hub_sha256(seen)
-        status = resp.status
-        length = resp.headers.get("Content-Length")
-        length = int(length) if length and length.isdigit() else None
-        if status == 206:
-            start, whole = _content_range(resp.headers.get("Content-Range"))
-            if start != part.size:  # not the range we asked for: start over cleanly
-                resp.close()
-                part.restart()
-                continue
-            total = whole if whole is not None else total
-            mode = "ab"
-        else:
-            if part.size:
-                log.info("%s ignored the Range request; downloading %s from 0", url, label)
-            part.restart()
-            total = length if length is not None else total
-            mode = "wb"
-        if expected_size is not None and total is not None and total != expected_size:
-            resp.close()
-            part.discard()
-            raise DownloadError(
-                f"{label}: the server sends {total} bytes but {expected_size} were expected: "
-                "the catalog entry is out of date or the mirror serves another file"
-            )
-        if total is not None:
-            check_free_space(part.path.parent, total - part.size)
-
-        sock = response_socket(resp)
         try:
-            if sock is not None:
-                sock.settimeout(read_timeout)  # stall watchdog: no byte for this long = cut
-            with _CancelWatch(cancel, sock), open(part.path, mode) as f:
-                while True:
-                    if cancel is not None and cancel.is_set():
-                        raise DownloadCancelled(
-                            f"download of {label} cancelled; run it again to resume"
-                        )
-                    chunk = resp.read1(CHUNK)  # whatever has arrived: a stall loses nothing
-                    if not chunk:
-                        break
-                    f.write(chunk)
-                    part._add(chunk)
-                    transferred += len(chunk)
-                    report()
-                f.flush()
-                os.fsync(f.fileno())
-            if total is not None and part.size < total:
-                raise http.client.IncompleteRead(b"", total - part.size)
-        except DownloadCancelled:
-            raise
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            if cancel is not None and cancel.is_set():
-                raise DownloadCancelled(
-                    f"download of {label} cancelled; run it again to resume"
-                ) from exc
-            if attempt >= retries:
+            for hop in hops:
+                seen.update(hop.items())
+            seen.update(resp.headers.items())
+            if expected_sha256 is None and trust_hub_digest:
+                expected_sha256 = hub_sha256(seen)
+            length = resp.headers.get("Content-Length")
+            length = int(length) if length and length.isdigit() else None
+            if resp.status == 206:
+                start, whole = _content_range(resp.headers.get("Content-Range"))
+                if start != part.size:  # not the range we asked for: start over cleanly
+                    part.restart()
+                    continue
+                total = whole if whole is not None else total
+                mode = "ab"
+            else:
+                if part.size:
+                    log.info("%s ignored the Range request; downloading %s from 0", url, label)
+                part.restart()
+                total = length if length is not None else total
+                mode = "wb"
+            if expected_size is not None and total is not None and total != expected_size:
+                part.discard()
                 raise DownloadError(
-                    f"download of {label} was cut at {human_size(part.size)} of "
-                    f"{human_size(total)} ({type(exc).__name__}: {exc}); run it again to resume, "
-                    f"{IMPORT_HINT}"
-                ) from exc
-            attempt += 1
-            log.info("download of %s cut (%s); resuming (try %d)", label, exc, attempt)
-            _backoff(attempt, cancel)
-            continue
+                    f"{label}: the server sends {total} bytes but {expected_size} were expected: "
+                    "the catalog entry is out of date or the mirror serves another file"
+                )
+            if total is not None:
+                check_free_space(part.path.parent, total - part.size)
+            try:
+                _receive(resp, part, mode, read_timeout, cancel, label, on_chunk)
+                if total is not None and part.size < total:
+                    raise http.client.IncompleteRead(b"", total - part.size)
+            except DownloadCancelled:
+                raise
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                if cancel is not None and cancel.is_set():
+                    raise DownloadCancelled(
+                        f"download of {label} cancelled; run it again to resume"
+                    ) from exc
+                if attempt >= retries:
+                    raise DownloadError(
+                        f"download of {label} was cut at {human_size(part.size)} of "
+                        f"{human_size(total)} ({type(exc).__name__}: {exc}); run it again to "
+                        f"resume, {IMPORT_HINT}"
+                    ) from exc
+                attempt += 1
+                log.info("download of %s cut (%s); resuming (try %d)", label, exc, attempt)
+                _backoff(attempt, cancel)
+                continue
         finally:
             resp.close()
         break
@@ -451,6 +501,25 @@ def download_file(
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.replace(part.path, dest)
     return DownloadResult(dest, part.size, part.sha256.hexdigest(), seen)
+
+
+def _receive(resp, part: _PartFile, mode: str, read_timeout: float, cancel, label, on_chunk):
+    """Stream the body into the part file until the server is done (or cut, or cancelled)."""
+    sock = response_socket(resp)
+    if sock is not None:
+        sock.settimeout(read_timeout)  # stall watchdog: no byte for this long = a cut
+    with _CancelWatch(cancel, sock), open(part.path, mode) as f:
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise DownloadCancelled(f"download of {label} cancelled; run it again to resume")
+            chunk = resp.read1(CHUNK)  # whatever has arrived: a stall loses nothing
+            if not chunk:
+                break
+            f.write(chunk)
+            part.add(chunk)
+            on_chunk(len(chunk))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _backoff(attempt: int, cancel: threading.Event | None) -> None:

@@ -70,6 +70,19 @@ class ModelInfo:
 
 
 @dataclass
+class DownloadPlan:
+    id: str
+    need_bytes: int | None  # None: unknown until the Hub lists the files
+    approx: bool
+    free_bytes: int
+    folder: Path  # where the files will go (the HF hub cache)
+
+    @property
+    def fits(self) -> bool:
+        return self.need_bytes is None or self.need_bytes + download.SPACE_MARGIN <= self.free_bytes
+
+
+@dataclass
 class FileCheck:
     name: str
     path: Path | None
@@ -263,14 +276,14 @@ class ModelManager:
             e = dataclasses.replace(e, files=tuple(CatalogFile(f) for f in files))
         return e
 
-    def plan(self, model_id: str, files: list[str] | None = None) -> tuple[int | None, int]:
-        """(bytes a download of the model would add, bytes free in the HF cache's disk)."""
+    def plan(self, model_id: str, files: list[str] | None = None) -> DownloadPlan:
+        """What a download would cost, before it starts (catalog sizes; the Hub's may differ)."""
         e = self._download_entry(model_id, files)
         _, present = self._entry_paths(e) if e.source == "hf" else (None, [])
         need = None if e.size_bytes is None else max(0, e.size_bytes - cache.files_size(present))
         root = cache.hf_hub_cache()
         probe = root if root.exists() else next(p for p in root.parents if p.exists())
-        return need, shutil.disk_usage(probe).free
+        return DownloadPlan(e.id, need, e.size_approx, shutil.disk_usage(probe).free, root)
 
     def download(
         self,
@@ -334,11 +347,13 @@ class ModelManager:
         download.check_free_space(cache.hf_hub_cache(), need)
         done_before = 0
         checks: dict[Path, bool] = {}
+        meter = download.RateMeter()  # over the whole model, not per file
         for name, size, sha256, md5, blob_id in todo:
 
             def per_file(p: DownloadProgress, base=done_before, name=name):
                 if progress is not None:
-                    progress(DownloadProgress(name, base + p.done, total, p.speed_bps))
+                    done = base + p.done
+                    progress(DownloadProgress(name, done, total, meter.update(done)))
 
             got = hub.hf_download(
                 e.repo,

@@ -109,9 +109,10 @@ def _list(mgr, args) -> int:
 
 
 def _download(mgr, args) -> int:
-    need, free = mgr.plan(args.id, args.file or None)
+    plan = mgr.plan(args.id, args.file or None)
+    need = ("about " if plan.approx else "") + human_size(plan.need_bytes)
     print(
-        f"downloading {args.id}: {human_size(need)} needed, {human_size(free)} free",
+        f"downloading {plan.id} into {plan.folder}: {need}, {human_size(plan.free_bytes)} free",
         file=sys.stderr,
     )
     bar, cancel = _ProgressLine(), threading.Event()

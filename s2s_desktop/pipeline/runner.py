@@ -48,17 +48,21 @@ class HeadlessSession:
              released_at: float | None = None) -> dict:
         """Run one turn to its end; returns the turn's record (dict) plus `pcm`/`sample_rate`."""
         turn = self.pipeline.submit(audio, source=source, released_at=released_at)
+        rec = self.wait(turn, timeout_s)
+        rec["pcm"] = self.sink.audio(turn)
+        rec["sample_rate"] = self.sink.sample_rates.get(turn)
+        self.sink.forget(turn)
+        return rec
+
+    def wait(self, turn: int, timeout_s: float = 600.0) -> dict:
+        """The record of `turn` once it has finished (older turns' records are skipped)."""
         while True:
             try:
                 rec = self._finished.get(timeout=timeout_s)
             except queue.Empty:
                 raise S2SError(f"turn {turn} did not finish within {timeout_s:.0f} s") from None
             if rec["turn"] == turn:
-                break
-        rec["pcm"] = self.sink.audio(turn)
-        rec["sample_rate"] = self.sink.sample_rates.get(turn)
-        self.sink.forget(turn)
-        return rec
+                return rec
 
     def close(self) -> bool:
         return self.pipeline.shutdown(timeout_s=2.0)

@@ -1,0 +1,33 @@
+"""The app's controls as QActions, shared by the tray menu and the floating window, so both
+offer the same things and show the same labels."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction
+
+from ..controller import LISTENING, SPEAKING, THINKING
+
+TALK_LABELS = {LISTENING: "Stop and Send", THINKING: "Talk (interrupts)",
+               SPEAKING: "Talk (interrupts)"}
+
+
+class AppActions(QObject):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.talk = QAction("Talk", self)
+        self.conversation = QAction("Conversation…", self)
+        self.settings = QAction("Settings…", self)
+        self.models = QAction("Models…", self)
+        self.pause_hotkey = QAction("Pause Hotkey", self, checkable=True)
+        self.quit = QAction("Quit", self)
+        self.talk.setToolTip("Start talking; choose again to send")
+        self.pause_hotkey.setToolTip("Ignore the global hotkey until unchecked")
+
+    def all(self) -> list[QAction]:
+        return [self.talk, self.conversation, self.settings, self.models, self.pause_hotkey,
+                self.quit]
+
+    def show_state(self, state: str) -> None:
+        self.talk.setText(TALK_LABELS.get(state, "Talk"))
+        self.talk.setEnabled(state != "loading")

@@ -1,0 +1,200 @@
+"""The conversation: what the user said, the reply streaming in, each turn's latency; copy and
+clear (which forgets the saved history too). History from earlier runs is shown at start."""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..history import Exchange, History
+from .icons import state_icon
+
+
+@dataclass
+class Entry:
+    user: str = ""
+    assistant: str = ""
+    reason: str = ""  # "" while the turn runs
+    timings_ms: dict = field(default_factory=dict)
+    when: float = field(default_factory=time.time)
+    error: str = ""
+
+
+def latency_line(t: dict) -> str:
+    parts = []
+    if t.get("release_to_first_audio") is not None:
+        parts.append(f"first audio {t['release_to_first_audio']:.0f} ms")
+    for key, label in (("stt", "speech-to-text"), ("llm_first_token", "first token")):
+        if t.get(key) is not None:
+            parts.append(f"{label} {t[key]:.0f} ms")
+    if t.get("total") is not None:
+        parts.append(f"total {t['total'] / 1000:.1f} s")
+    return " · ".join(parts)
+
+
+class ConversationWindow(QWidget):
+    cleared = Signal()
+
+    def __init__(self, history: History | None = None, conversation=None,
+                 earlier: list[Exchange] | None = None, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("s2s-desktop — Conversation")
+        self.setWindowIcon(state_icon("idle"))
+        self.resize(520, 600)
+        self.history = history
+        self.conversation = conversation
+        self.entries: dict[object, Entry] = {}
+        for i, ex in enumerate(earlier or []):
+            self.entries[("h", i)] = Entry(ex.user, ex.assistant, ex.reason or "ok",
+                                           ex.timings_ms, ex.time, ex.error)
+
+        self.view = QTextBrowser()
+        self.view.setOpenLinks(False)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setToolTip("Copy the conversation (or the selected text)")
+        self.copy_button.clicked.connect(self.copy)
+        self.clear_button = QPushButton("Clear")
+        self.clear_button.setToolTip("Forget the whole conversation, saved history included")
+        self.clear_button.clicked.connect(lambda: self.clear(confirm=True))
+        bar = QHBoxLayout()
+        bar.addWidget(self.status, 1)
+        bar.addWidget(self.copy_button)
+        bar.addWidget(self.clear_button)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.view, 1)
+        layout.addLayout(bar)
+
+        self._render_timer = QTimer(self, singleShot=True, interval=40)  # streaming coalesced
+        self._render_timer.timeout.connect(self.render)
+        self.render()
+
+    # ------------------------------------------------------------------ pipeline news
+    def on_transcript(self, turn: int, text: str) -> None:
+        self._entry(turn).user = text
+        self._changed()
+
+    def on_reply_delta(self, turn: int, delta: str) -> None:
+        self._entry(turn).assistant += delta
+        self._changed()
+
+    def on_turn_finished(self, rec: dict) -> None:
+        turn = rec.get("turn")
+        reason = rec.get("reason", "")
+        if reason == "no speech" or not (rec.get("transcript") or "").strip():
+            if turn in self.entries and not self.entries[turn].assistant:
+                del self.entries[turn]
+                self._changed()
+            return
+        entry = self._entry(turn)
+        entry.user = rec.get("transcript", entry.user)
+        entry.reason = reason
+        entry.error = rec.get("error", "")
+        entry.timings_ms = rec.get("timings_ms") or {}
+        # an interrupted reply is kept as far as it was spoken
+        entry.assistant = rec.get("spoken", "") if reason == "interrupted" else \
+            (rec.get("reply") or entry.assistant)
+        self._changed()
+
+    def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
+        self.status.setText("" if detail == "Ready" else detail)
+
+    def show_notice(self, text: str, error: bool = False) -> None:
+        self.status.setText(text)
+
+    # ------------------------------------------------------------------ actions
+    def text(self) -> str:
+        """The conversation as plain text."""
+        out = []
+        for e in self.entries.values():
+            out.append(f"You: {e.user}")
+            if e.assistant or e.reason:
+                out.append(f"Assistant: {e.assistant}" +
+                           (" [interrupted]" if e.reason == "interrupted" else ""))
+            out.append("")
+        return "\n".join(out).strip() + ("\n" if out else "")
+
+    def copy(self) -> None:
+        selected = self.view.textCursor().selectedText().replace("\u2029", "\n")
+        QGuiApplication.clipboard().setText(selected or self.text())
+        self.status.setText("Copied")
+
+    def clear(self, confirm: bool = True) -> bool:
+        if confirm and self.entries:
+            answer = QMessageBox.question(
+                self, "Clear the conversation?",
+                "This forgets the whole conversation, including the saved history.")
+            if answer != QMessageBox.StandardButton.Yes:
+                return False
+        self.entries.clear()
+        if self.history is not None:
+            self.history.clear()
+        if self.conversation is not None:
+            self.conversation.clear()
+        self.render()
+        self.status.setText("Conversation cleared")
+        self.cleared.emit()
+        return True
+
+    # ------------------------------------------------------------------ drawing
+    def _entry(self, turn) -> Entry:
+        if turn not in self.entries:
+            self.entries[turn] = Entry()
+        return self.entries[turn]
+
+    def _changed(self) -> None:
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+
+    def render(self) -> None:
+        bar = self.view.verticalScrollBar()
+        at_bottom = bar.value() >= bar.maximum() - 4
+        if not self.entries:
+            body = ("<p style='color:gray'>Hold the hotkey (or choose Talk) and ask "
+                    "something. The conversation appears here.</p>")
+        else:
+            body = "".join(self._entry_html(e) for e in self.entries.values())
+        self.view.setHtml(f"<html><body>{body}</body></html>")
+        if at_bottom:
+            bar.setValue(bar.maximum())
+
+    @staticmethod
+    def _entry_html(e: Entry) -> str:
+        def esc(text: str) -> str:
+            return html.escape(text).replace("\n", "<br>")
+
+        when = time.strftime("%H:%M", time.localtime(e.when))
+        parts = [f"<p><b>You</b> <span style='color:gray'>{when}</span><br>"
+                 f"{esc(e.user) or '<i>…</i>'}</p>"]
+        reply = esc(e.assistant.strip())
+        if e.reason == "":
+            reply = (reply + " ▍") if reply else "<i style='color:gray'>thinking…</i>"
+        elif e.reason == "interrupted":
+            reply += " <i style='color:gray'>(interrupted)</i>"
+        elif e.reason == "error":
+            reply += f" <span style='color:#c62828'>({esc(e.error or 'failed')})</span>"
+        parts.append(f"<p><b style='color:#1e7fd8'>Assistant</b><br>{reply}</p>")
+        line = latency_line(e.timings_ms)
+        if line:
+            parts.append(f"<p style='color:gray; font-size:small'>{line}</p>")
+        return "".join(parts) + "<hr>"
+
+    def keyPressEvent(self, event) -> None:
+        if event.key() == Qt.Key.Key_Escape:
+            self.hide()
+        else:
+            super().keyPressEvent(event)

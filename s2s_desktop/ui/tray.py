@@ -1,0 +1,60 @@
+"""The tray (menu bar) icon: one icon per state, a tooltip that says what is happening or what
+failed, and the menu: Talk, Conversation…, Settings…, Models…, Pause Hotkey, Quit."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QMenu, QSystemTrayIcon
+
+from .actions import AppActions
+from .icons import state_icon
+
+STATE_WORDS = {"idle": "Ready", "listening": "Listening", "thinking": "Thinking",
+               "speaking": "Speaking", "error": "Problem", "loading": "Loading models"}
+
+
+def tooltip_text(state: str, detail: str, hotkey: dict | None = None) -> str:
+    """'s2s-desktop — Loading models' + what is happening + how to talk."""
+    lines = [f"s2s-desktop — {STATE_WORDS.get(state, state)}"]
+    if detail and detail != "Ready" and not detail.startswith(STATE_WORDS.get(state, "?")):
+        lines.append(detail)  # what failed, or the loading progress
+    hk = hotkey or {}
+    if state in ("idle", "error") and hk.get("combo"):
+        if hk.get("available") and not hk.get("paused"):
+            verb = "Hold" if hk.get("mode") == "hold" else "Press"
+            lines.append(f"{verb} {hk['combo']} to talk")
+        elif hk.get("paused"):
+            lines.append("Hotkey paused")
+    return "\n".join(lines)
+
+
+class TrayIcon(QSystemTrayIcon):
+    def __init__(self, actions: AppActions, parent=None):
+        super().__init__(parent)
+        self.actions = actions
+        self.menu = QMenu()
+        for action in actions.all():
+            if action is actions.pause_hotkey or action is actions.quit:
+                self.menu.addSeparator()
+            self.menu.addAction(action)
+        self.setContextMenu(self.menu)
+        self.state = ""
+        self.show_state("loading", "")
+        self.activated.connect(self._activated)
+
+    def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
+        if state != self.state:
+            self.setIcon(state_icon(state))
+            self.state = state
+        self.actions.show_state(state)
+        self.setToolTip(tooltip_text(state, detail, hotkey))
+
+    def show_notice(self, text: str, error: bool = False) -> None:
+        if self.isVisible() and self.supportsMessages():
+            icon = QSystemTrayIcon.MessageIcon.Warning if error else \
+                QSystemTrayIcon.MessageIcon.Information
+            self.showMessage("s2s-desktop", text, icon, 6000)
+
+    def _activated(self, reason) -> None:
+        # a plain click opens the conversation; the menu has everything else
+        if reason == QSystemTrayIcon.ActivationReason.Trigger:
+            self.actions.conversation.trigger()
