@@ -34,7 +34,7 @@ class DesktopApp(QObject):
     notice_posted = Signal(str)  # from any thread; shown in the main thread
 
     def __init__(self, qapp, settings: config.Settings, warnings: list[str] | None = None,
-                 verbose: bool = False, use_tray: bool | None = None):
+                 verbose: bool = False, use_tray: bool | None = None, mic=None, speaker=None):
         super().__init__()
         from PySide6.QtWidgets import QSystemTrayIcon
 
@@ -50,9 +50,12 @@ class DesktopApp(QObject):
         earlier, problems = self.history.load()
         self.conversation = Conversation([(e.user, e.assistant) for e in earlier
                                           if e.reason in ("ok", "interrupted")])
-        self.speaker = SpeakerSink(settings.audio.output_device, on_notice=self.notice_posted.emit)
-        self.mic = Microphone(settings.audio.input_device, settings.audio.preroll_ms,
-                              settings.audio.max_record_s, on_notice=self.notice_posted.emit)
+        # mic / speaker are injectable so tests can run the whole app without sound hardware
+        self.speaker = speaker or SpeakerSink(settings.audio.output_device,
+                                              on_notice=self.notice_posted.emit)
+        self.mic = mic or Microphone(settings.audio.input_device, settings.audio.preroll_ms,
+                                     settings.audio.max_record_s,
+                                     on_notice=self.notice_posted.emit)
         self.pipeline = Pipeline(settings, self.speaker, self.conversation)
         self.controller = AppController(settings, self.pipeline, self.mic)
         self.hotkey = HotkeyClient(settings.hotkey, self)
@@ -128,7 +131,7 @@ class DesktopApp(QObject):
                 view.show_state(state, detail, self.controller.hotkey_info)
 
     def _stage_state(self, stage: str, state: str, detail: str) -> None:
-        if stage == "tts" and state == "ready" and self.speaker.rate == 0:
+        if stage == "tts" and state == "ready" and getattr(self.speaker, "rate", 1) == 0:
             engine = self.pipeline.tts.engine
             try:  # open the output now, not on the first reply
                 self.speaker.open(int(getattr(engine, "sample_rate", 22050)))
@@ -203,18 +206,21 @@ class DesktopApp(QObject):
         else:
             self.hotkey.settings = settings.hotkey
         self.history.enabled = settings.ui.history_enabled
-        if settings.audio.input_device != old.audio.input_device:
+        if settings.audio.input_device != old.audio.input_device and \
+                isinstance(self.mic, Microphone):
             self.mic.device_name = settings.audio.input_device
             try:
                 self.mic.open()
             except AudioDeviceError as exc:
                 self.controller.report_error(str(exc))
-        self.mic.preroll_s = max(0.3, settings.audio.preroll_ms / 1000)
-        self.mic.max_record_s = settings.audio.max_record_s
-        if settings.audio.output_device != old.audio.output_device:
+        if isinstance(self.mic, Microphone):
+            self.mic.preroll_s = max(0.3, settings.audio.preroll_ms / 1000)
+            self.mic.max_record_s = settings.audio.max_record_s
+        if settings.audio.output_device != old.audio.output_device and \
+                isinstance(self.speaker, SpeakerSink):
             self.speaker.device_name = settings.audio.output_device
             self.speaker.close()
-            self.speaker.rate = 0
+            self.speaker.rate = 0  # reopened on the next reply
         return reloaded
 
     # ------------------------------------------------------------------ commands (IPC)

@@ -102,6 +102,7 @@ class TTSSettings:
     device: str = ""
     speed: float = 1.0
     language: str = ""
+    bits: int = 0  # MLX quantization of the voice model: 0 = bf16, or 4 / 6 / 8
 
 
 @dataclass
@@ -306,6 +307,8 @@ def validate(s: Settings) -> None:
         raise SettingsError("llm.history_turns cannot be negative")
     if s.audio.max_record_s <= 0:
         raise SettingsError("audio.max_record_s must be positive")
+    if s.tts.bits not in (0, 4, 6, 8, 16):
+        raise SettingsError("tts.bits must be 0 (bf16), 4, 6 or 8")
     if not 0.25 <= s.tts.speed <= 4.0:
         raise SettingsError("tts.speed must be between 0.25 and 4")
 

@@ -27,7 +27,7 @@ STATES = (LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR)
 class Recorder(Protocol):
     """What the controller needs from the microphone (audio.microphone.Microphone)."""
 
-    def start_recording(self, since: float | None = None) -> None: ...
+    def start_recording(self, since: float | None = None, on_chunk=None) -> None: ...
     def stop_recording(self) -> np.ndarray: ...
     def cancel_recording(self) -> None: ...
     def check(self) -> None: ...
@@ -127,15 +127,24 @@ class AppController(QObject):
             self._hint(f"Cannot listen: {self._load_error_line()}")
             return False
         since = self._speaking_ended
+        info = {}
         if self.state in (THINKING, SPEAKING):
+            info["interrupt_pressed_at"] = at
             self.pipeline.interrupt()  # barge-in: playback stops before we start recording
-            self.turn_info["interrupted_at"] = self.clock()
+            info["interrupted_at"] = self.clock()
             since = self.clock()  # no pre-roll: it holds the assistant's own voice
+        # a live turn: the recording is fed to the pipeline as it grows, so speech-to-text
+        # runs while the key is held and little is left to do at release
+        turn = self.pipeline.begin_turn(source=source)
         try:
-            self.recorder.start_recording(since=since)
+            self.recorder.start_recording(
+                since=since, on_chunk=lambda pcm, t=turn: self.pipeline.feed(t, pcm))
         except AudioDeviceError as exc:
+            self.pipeline.interrupt()
             self._fail(str(exc))
             return False
+        self.current_turn = turn
+        self.turn_info = {"id": turn, "source": source, "pressed_at": at, **info}
         self._pressed_at, self._source = at, source
         self.error_now = ""
         self._cap.start(int(self.settings.audio.max_record_s * 1000))
@@ -150,9 +159,7 @@ class AppController(QObject):
     def interrupt(self) -> None:
         """Stop whatever runs (recording or reply) and go idle."""
         if self.state == LISTENING:
-            self._stop_timers()
-            self.recorder.cancel_recording()
-            self._pressed_at = None
+            self._drop_recording()
             self._settle()
         elif self.state in (THINKING, SPEAKING):
             self.pipeline.interrupt()
@@ -174,7 +181,8 @@ class AppController(QObject):
             return
         limit = self.settings.audio.max_record_s
         self._hint(f"Recording stopped at the {limit:g} s limit (audio.max_record_s)")
-        self._finish(self.clock(), "cap", check_tap=False)
+        self._finish(self.clock(), self._source, check_tap=False)
+        self.turn_info["capped"] = True
 
     def _finish(self, released_at: float, source: str, check_tap: bool = True) -> None:
         pressed_at = self._pressed_at if self._pressed_at is not None else released_at
@@ -182,7 +190,7 @@ class AppController(QObject):
         self._pressed_at = None
         held_ms = (released_at - pressed_at) * 1000
         if check_tap and held_ms < self.settings.audio.min_press_ms:
-            self.recorder.cancel_recording()
+            self._drop_recording()
             self._settle()
             what = "Hold the key while you speak" if self.settings.hotkey.mode == "hold" \
                 and source in ("hotkey", "button") else "Speak a little longer"
@@ -192,15 +200,22 @@ class AppController(QObject):
         try:
             audio = self.recorder.stop_recording()
         except AudioDeviceError as exc:
+            self.pipeline.interrupt()
             self._fail(str(exc))
             return
-        turn = self.pipeline.submit(audio, released_at=released_at, source=source)
-        self.current_turn = turn
-        self.turn_info = {"id": turn, "source": source, "pressed_at": pressed_at,
-                          "released_at": released_at, "submitted_at": self.clock(),
-                          "audio_s": round(len(audio) / 16000, 2)}
+        turn = self.current_turn
+        self.pipeline.end_turn(turn, released_at=released_at)
+        self.turn_info.update(source=source, released_at=released_at,
+                              submitted_at=self.clock(), audio_s=round(len(audio) / 16000, 2))
         self._set(THINKING, "Thinking…")
         self.turn_submitted.emit(turn)
+
+    def _drop_recording(self) -> None:
+        """A recording that will not become a turn (tap, cancel, lost device)."""
+        self._stop_timers()
+        self._pressed_at = None
+        self.recorder.cancel_recording()
+        self.pipeline.interrupt()  # closes the live turn
 
     def _check_microphone(self) -> None:
         if self.state != LISTENING:
@@ -209,9 +224,7 @@ class AppController(QObject):
         try:
             self.recorder.check()
         except AudioDeviceError as exc:
-            self._stop_timers()
-            self._pressed_at = None
-            self.recorder.cancel_recording()
+            self._drop_recording()
             self._fail(str(exc))
 
     def _stop_timers(self) -> None:
@@ -258,7 +271,7 @@ class AppController(QObject):
         self.turn_info.update(finished_at=self.clock(), reason=rec.get("reason", ""),
                               timings_ms=rec.get("timings_ms", {}))
         if self.state not in (THINKING, SPEAKING):
-            return  # already listening again (barge-in) or stopped by hand
+            return  # stopped by hand, or the live turn was dropped
         self._speaking_ended = self.clock()
         reason = rec.get("reason")
         if reason == "error":

@@ -57,10 +57,10 @@ class CommandServer(QObject):
         self.server.newConnection.connect(self._accept)
 
     def listen(self) -> bool:
-        """Start answering. False when another instance already answers on this name."""
-        if self.server.listen(self.name):
-            return True
-        if request("ping", name=self.name, timeout_ms=1000) is not None:
+        """Start answering. False when another instance already listens on this name."""
+        # Qt may bind beside the name and rename over it, so a live server must be asked for
+        # first: listen() alone would quietly take the name from a running instance.
+        if is_listening(self.name):
             return False
         QLocalServer.removeServer(self.name)  # a socket left behind by a crashed app
         if not self.server.listen(self.name):
@@ -113,11 +113,29 @@ class CommandServer(QObject):
         sock.disconnectFromServer()
 
 
+def _ensure_qt_core() -> None:
+    global _CORE_APP
+    if QCoreApplication.instance() is None:  # Qt sockets want an application object
+        _CORE_APP = QCoreApplication([])
+
+
+_CORE_APP = None
+
+
+def is_listening(name: str | None = None) -> bool:
+    """Whether an app answers on the socket (a stale socket file refuses connections)."""
+    _ensure_qt_core()
+    sock = QLocalSocket()
+    sock.connectToServer(name or server_name())
+    alive = sock.waitForConnected(1000)
+    sock.abort()
+    return alive
+
+
 def request(command: str, payload: dict | None = None, name: str | None = None,
             timeout_ms: int = TIMEOUT_MS) -> dict | None:
     """Send one command to the running app; its reply, or None when no app is running."""
-    if QCoreApplication.instance() is None:
-        request._app = QCoreApplication([])  # Qt sockets want an application object
+    _ensure_qt_core()
     sock = QLocalSocket()
     sock.connectToServer(name or server_name())
     if not sock.waitForConnected(min(timeout_ms, 2000)):

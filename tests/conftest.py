@@ -13,6 +13,12 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication exists
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a hub
 
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+# One QApplication for the whole run, made first: a QCoreApplication made by a headless test
+# would make every later widget test abort.
+_QT_APP = QApplication.instance() or QApplication([])
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_user_dirs(tmp_path_factory):

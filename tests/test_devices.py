@@ -361,3 +361,14 @@ def test_real_detection_is_cheap_and_does_not_import_torch():
     ).stdout.split()
     assert out[2] == "False"
     assert float(out[3]) < 10
+
+
+def test_gpu_check_script_refuses_without_cuda():
+    if devices.detect_platform().cuda_count:
+        pytest.skip("this machine has CUDA: run scripts/gpu_check.py itself")
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "no CUDA device found" in res.stderr and res.stdout == ""

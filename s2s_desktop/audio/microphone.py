@@ -41,6 +41,8 @@ class Microphone:
         self._ring_len = 0
         self._recording: list[np.ndarray] | None = None
         self._recorded = 0
+        self._on_chunk: Callable[[np.ndarray], None] | None = None  # live: 16 kHz pieces
+        self._resampler = None
         self._last_callback = 0.0
         self._lost = ""
         self._level = 0.0
@@ -90,7 +92,7 @@ class Microphone:
     def close(self) -> None:
         with self._lock:
             stream, self._stream = self._stream, None
-            self._recording = None
+            self._recording, self._on_chunk = None, None
         if stream is not None:
             try:
                 stream.abort()
@@ -117,6 +119,7 @@ class Microphone:
             if self._recording is not None and self._recorded < self.max_record_s * self.rate:
                 self._recording.append(mono)
                 self._recorded += len(mono)
+                self._pass_on(mono)
         if self.on_level is not None:
             self.on_level(level)
 
@@ -126,16 +129,40 @@ class Microphone:
             self._lost = "the microphone stopped (was it unplugged?)"
 
     # ------------------------------------------------------------------ recording
-    def start_recording(self, since: float | None = None) -> None:
+    def start_recording(self, since: float | None = None,
+                        on_chunk: Callable[[np.ndarray], None] | None = None) -> None:
         """Begin a recording that starts with up to the pre-roll of audio already heard
-        (none from before `since`). Opens the device on first use or after it was lost."""
+        (none from before `since`). `on_chunk` gets the recording as it grows, 16 kHz mono,
+        pre-roll first (from the audio thread). Opens the device on first use or after a loss."""
         if self._stream is None or self._lost:
             self.open()
         self.check()
-        with self._lock:
+        with self._lock:  # under the lock, so pre-roll and new blocks are passed on in order
             blocks = [b for t, b in self._ring if since is None or t > since]
             self._recording = blocks
             self._recorded = sum(len(b) for b in blocks)
+            self._on_chunk = on_chunk
+            self._resampler = None
+            if on_chunk is not None and self.rate != SAMPLE_RATE:
+                import soxr
+
+                self._resampler = soxr.ResampleStream(self.rate, SAMPLE_RATE, 1,
+                                                      dtype="float32")
+            for block in blocks:
+                self._pass_on(block)
+
+    def _pass_on(self, block: np.ndarray) -> None:
+        if self._on_chunk is None:
+            return
+        if self._resampler is not None:
+            block = self._resampler.resample_chunk(block)
+            if not block.size:
+                return
+        try:
+            self._on_chunk(block)
+        except Exception:  # never let a listener break the audio thread
+            log.exception("microphone chunk listener failed")
+            self._on_chunk = None
 
     def stop_recording(self) -> np.ndarray:
         """The recording as 16 kHz mono float32."""
@@ -143,7 +170,7 @@ class Microphone:
             self.check()
         finally:
             with self._lock:
-                blocks, self._recording = self._recording, None
+                blocks, self._recording, self._on_chunk = self._recording, None, None
         audio = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
         if self.rate != SAMPLE_RATE and audio.size:
             import soxr
@@ -153,7 +180,7 @@ class Microphone:
 
     def cancel_recording(self) -> None:
         with self._lock:
-            self._recording = None
+            self._recording, self._on_chunk = None, None
 
     def check(self) -> None:
         """Raise AudioDeviceError when the stream is gone or has stopped delivering audio."""

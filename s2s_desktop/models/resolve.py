@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 from ..errors import ModelNotFound
@@ -20,9 +21,13 @@ from ..errors import ModelNotFound
 def package_path(module: str) -> Path | None:
     """Folder of an installed package, found without importing it (some __init__s are heavy)."""
     spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    # A PyInstaller bundle ships model packages as files only, without their code.
+    frozen = getattr(sys, "_MEIPASS", None)
+    if frozen and (Path(frozen) / module).is_dir():
+        return Path(frozen) / module
+    return None
 
 
 def looks_like_repo_id(ref: str) -> bool:

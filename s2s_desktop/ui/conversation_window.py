@@ -108,7 +108,8 @@ class ConversationWindow(QWidget):
         # an interrupted reply is kept as far as it was spoken
         entry.assistant = rec.get("spoken", "") if reason == "interrupted" else \
             (rec.get("reply") or entry.assistant)
-        self._changed()
+        self._render_timer.stop()
+        self.render()  # the turn is over: nothing more to coalesce
 
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
         self.status.setText("" if detail == "Ready" else detail)

@@ -54,8 +54,8 @@ def build_tiny_whisper(tmp_dir, multilingual: bool = False) -> tuple[Path, Path]
     CTranslate2 conversion to `tmp_dir`/ct2. Returns (hf_dir, ct2_dir). Takes ~1 s.
 
     `multilingual` adds <|en|>, <|fr|>, <|de|> and a generation config that lets transformers
-    take and detect a language. (CTranslate2 4.8 decides multilingual from the real Whisper
-    vocabulary, so it still treats the converted copy as English-only.)"""
+    take and detect a language. (CTranslate2 4.8 tells a multilingual Whisper by a token of the
+    real multilingual vocabulary, so it still treats the converted copy as English-only.)"""
     import torch
     from ctranslate2.converters import TransformersConverter
     from transformers import (

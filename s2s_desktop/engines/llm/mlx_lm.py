@@ -6,6 +6,7 @@ STT and TTS on MLX can work between tokens without two threads touching Metal at
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import threading
@@ -70,7 +71,11 @@ class MLXLMLLM(LLMEngine):
     def load(self) -> None:
         require("mlx.core", BACKEND, "mlx", "mlx")
         self._mlx_lm = require("mlx_lm", BACKEND, "mlx-lm", "mlx")
-        path = resolve_model(self.settings.model, "llm", self.settings.model_file)
+        sub = self.settings.model_file
+        if sub.lower().endswith(".gguf"):  # left over from llama-cpp: an MLX model is a folder
+            log.info("mlx-lm ignores llm.model_file=%s (a GGUF file)", sub)
+            sub = ""
+        path = resolve_model(self.settings.model, "llm", sub)
         _check_model_folder(path)
         trust = bool(self.settings.trust_remote_code)
         with mlx_lock("llm"):
@@ -130,6 +135,7 @@ class MLXLMLLM(LLMEngine):
     ) -> Iterator[str]:
         if not self.loaded:
             raise ModelLoadError("the mlx-lm model is not loaded yet: load() it first")
+        import mlx.core as mx
         from mlx_lm.sample_utils import make_sampler
 
         if stop.is_set():
@@ -140,7 +146,10 @@ class MLXLMLLM(LLMEngine):
         generator = self._mlx_lm.stream_generate(
             self._model, self._tokenizer, ids, max_tokens=limit, sampler=sampler
         )
-        steps = locked_steps("llm", generator)  # the lock is taken per token, not per reply
+        # the lock is taken per token, not per reply; each step's queued work is finished
+        # on mlx-lm's generation stream before another stage may use MLX
+        stream = importlib.import_module("mlx_lm.generate").generation_stream  # module, not fn
+        steps = locked_steps("llm", generator, sync=lambda: mx.synchronize(stream))
         try:
             for response in steps:
                 if stop.is_set():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import DeviceUnavailable, ModelLoadError, ModelNotFound, SettingsError
+from ...errors import DeviceUnavailable, ModelLoadError, SettingsError
 from ...models.resolve import resolve_model
 from ..base import SAMPLE_RATE, STTEngine, STTResult, require
 
@@ -34,12 +34,14 @@ def token_budget(n_samples: int) -> int:
 
 
 def split_device(device: str) -> tuple[str, int]:
-    """"cuda:1" -> ("cuda", 1); "cpu" -> ("cpu", 0)."""
+    """Split "cuda:1" into ("cuda", 1); "cpu" gives ("cpu", 0)."""
     base, _, index = (device or "cpu").partition(":")
     try:
         return base, int(index) if index else 0
     except ValueError:
-        raise SettingsError(f"stt.device: '{device}' is not a device (use cpu, cuda or cuda:N)")
+        raise SettingsError(
+            f"stt.device: '{device}' is not a device (use cpu, cuda or cuda:N)"
+        ) from None
 
 
 def model_folder(ref: str) -> Path:
@@ -48,10 +50,9 @@ def model_folder(ref: str) -> Path:
     if path.is_file():  # the user pointed at model.bin itself
         path = path.parent
     if not (path / "model.bin").is_file():
-        raise ModelNotFound(
-            f"no CTranslate2 Whisper model in {path} (model.bin is missing): point stt.model at "
-            "a faster-whisper model folder, or use stt.backend=transformers for a "
-            "transformers checkpoint"
+        raise ModelLoadError(
+            f"no model.bin in {path}: the model is incomplete ({VERIFY_HINT}), or it is not a "
+            "CTranslate2 model (a transformers checkpoint needs stt.backend=transformers)"
         )
     if not (path / "tokenizer.json").is_file():
         # faster-whisper would quietly try to download one from the Hub instead.
@@ -89,7 +90,10 @@ class FasterWhisperSTT(STTEngine):
         try:
             # CTranslate2 rejects PathLike: pass a str.
             self.model = fw.WhisperModel(
-                str(path), device=base, device_index=index, compute_type=compute,
+                str(path),
+                device=base,
+                device_index=index,
+                compute_type=compute,
                 local_files_only=True,
             )
         except ValueError as exc:
@@ -108,15 +112,22 @@ class FasterWhisperSTT(STTEngine):
                 ) from exc
             raise ModelLoadError(self._load_message(path, exc)) from exc
         self.compute_type = compute
-        log.info("faster-whisper %s loaded in %.2f s on %s (%s)", path, time.perf_counter() - t0,
-                 self.device, compute)
+        log.info(
+            "faster-whisper %s loaded in %.2f s on %s (%s)",
+            path,
+            time.perf_counter() - t0,
+            self.device,
+            compute,
+        )
         self.loaded = True
 
     @staticmethod
     def _load_message(path: Path, exc: Exception) -> str:
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        return f"cannot load the Whisper model at {path} ({first}): it may be corrupt or " \
-               f"incomplete; {VERIFY_HINT}"
+        return (
+            f"cannot load the Whisper model at {path} ({first}): it may be corrupt or "
+            f"incomplete; {VERIFY_HINT}"
+        )
 
     def warmup(self) -> None:
         # One encoder pass and a few decoder steps ready the kernels; a full decode with
@@ -152,8 +163,13 @@ class FasterWhisperSTT(STTEngine):
             return STTResult("")
         return self._decode(audio, self._language(language), token_budget(audio.size))
 
-    def _decode(self, audio: np.ndarray, language: str | None, max_new_tokens: int,
-                temperature: float | None = None) -> STTResult:
+    def _decode(
+        self,
+        audio: np.ndarray,
+        language: str | None,
+        max_new_tokens: int,
+        temperature: float | None = None,
+    ) -> STTResult:
         extra = {} if temperature is None else {"temperature": temperature}
         segments, info = self.model.transcribe(
             audio,

@@ -122,6 +122,7 @@ class MLXWhisperSTT(STTEngine):
                 language=lang,
                 temperature=TEMPERATURES,
                 condition_on_previous_text=False,
+                without_timestamps=True,  # one decode per 30 s window: faster, no segments
                 fp16=self._fp16,
                 verbose=None,
             )

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import DeviceUnavailable, ModelLoadError, ModelNotFound, SettingsError, UnsafeModelFormat
+from ...errors import (
+    DeviceUnavailable,
+    ModelLoadError,
+    ModelNotFound,
+    SettingsError,
+    UnsafeModelFormat,
+)
 from ...models.resolve import resolve_model
 from ..base import SAMPLE_RATE, STTEngine, STTResult, require
 from .faster_whisper import VERIFY_HINT, split_device, token_budget
@@ -41,6 +47,21 @@ def checkpoint_folder(ref: str) -> Path:
     )
 
 
+def split_windows(audio: np.ndarray, quiet_search_s: float = 5.0) -> list[np.ndarray]:
+    """Cut `audio` into pieces of at most 30 s, each cut at the quietest 100 ms in the last
+    `quiet_search_s` seconds before the limit, so a word is rarely split in two."""
+    pieces, start, n = [], 0, audio.size
+    frame, search = SAMPLE_RATE // 10, int(quiet_search_s * SAMPLE_RATE)
+    while n - start > WINDOW_SAMPLES:
+        lo, hi = start + WINDOW_SAMPLES - search, start + WINDOW_SAMPLES
+        frames = audio[lo:hi][: (hi - lo) // frame * frame].reshape(-1, frame)
+        cut = lo + int(np.argmin(np.square(frames).mean(axis=1))) * frame + frame // 2
+        pieces.append(audio[start:cut])
+        start = cut
+    pieces.append(audio[start:])
+    return pieces
+
+
 class TransformersWhisperSTT(STTEngine):
     name = "transformers"
 
@@ -67,7 +88,9 @@ class TransformersWhisperSTT(STTEngine):
             return f"cuda:{index}"
         if base == "mps":
             if not torch.backends.mps.is_available():
-                raise DeviceUnavailable("torch cannot use the Apple GPU (mps) here: set stt.device=cpu")
+                raise DeviceUnavailable(
+                    "torch cannot use the Apple GPU (mps) here: set stt.device=cpu"
+                )
             return "mps"
         raise DeviceUnavailable(
             f"the transformers backend runs on cpu, cuda or mps, not {base}: "
@@ -92,7 +115,9 @@ class TransformersWhisperSTT(STTEngine):
         dtype_key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
         t0 = time.perf_counter()
         try:
-            processor = transformers.WhisperProcessor.from_pretrained(str(path), local_files_only=True)
+            processor = transformers.WhisperProcessor.from_pretrained(
+                str(path), local_files_only=True
+            )
             model = transformers.WhisperForConditionalGeneration.from_pretrained(
                 str(path),
                 use_safetensors=True,  # never fall back to unpickling a .bin
@@ -100,23 +125,23 @@ class TransformersWhisperSTT(STTEngine):
                 **{dtype_key: dtype},
             )
             model.to(device).eval()
-        except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
-            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        except Exception as exc:  # OSError, ValueError, safetensors' SafetensorError, ...
+            first = (str(exc).splitlines() or [""])[0]
             raise ModelLoadError(
-                f"cannot load the Whisper model at {path} ({first}): it may be corrupt or "
-                f"incomplete; {VERIFY_HINT}"
-            ) from exc
-        except Exception as exc:  # safetensors raises its own SafetensorError
-            raise ModelLoadError(
-                f"cannot load the Whisper model at {path} ({type(exc).__name__}: {exc}): "
-                f"{VERIFY_HINT}"
+                f"cannot load the Whisper model at {path} ({type(exc).__name__}: {first}): it may "
+                f"be corrupt or incomplete; {VERIFY_HINT}"
             ) from exc
         gen = model.generation_config
         lang_to_id = getattr(gen, "lang_to_id", None) or {}
         self._id_to_lang = {i: tok.strip("<|>") for tok, i in lang_to_id.items()}
         self.model, self.processor, self._torch, self._dtype = model, processor, torch, dtype
-        log.info("transformers Whisper %s loaded in %.2f s on %s (%s)", path,
-                 time.perf_counter() - t0, device, dtype)
+        log.info(
+            "transformers Whisper %s loaded in %.2f s on %s (%s)",
+            path,
+            time.perf_counter() - t0,
+            device,
+            dtype,
+        )
         self.loaded = True
 
     def warmup(self) -> None:
@@ -136,53 +161,52 @@ class TransformersWhisperSTT(STTEngine):
 
     @property
     def multilingual(self) -> bool:
-        gen = self.model.generation_config
-        return bool(getattr(gen, "is_multilingual", bool(self._id_to_lang))) and bool(
-            self._id_to_lang
-        )
+        # English-only (.en) checkpoints say is_multilingual=false; older configs only list
+        # their language tokens.
+        declared = getattr(self.model.generation_config, "is_multilingual", None)
+        return bool(self._id_to_lang) and declared is not False
 
-    def _features(self, audio: np.ndarray) -> dict:
-        fe = self.processor.feature_extractor
-        if audio.size <= WINDOW_SAMPLES:
-            out = fe(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt")
-        else:  # long-form: all frames, and a mask saying where the audio ends
-            out = fe(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt", truncation=False,
-                     padding="longest", return_attention_mask=True)
-        feats = {"input_features": out["input_features"].to(self.model.device, self._dtype)}
-        if "attention_mask" in out and audio.size > WINDOW_SAMPLES:
-            feats["attention_mask"] = out["attention_mask"].to(self.model.device)
-        return feats
+    def _language_for(self, features, language: str | None) -> str | None:
+        """The language to decode in: the one asked for (checked), else detected."""
+        if language:
+            language = language.lower()
+            if f"<|{language}|>" not in self.model.generation_config.lang_to_id:
+                raise SettingsError(
+                    f"stt.language: '{language}' is not a language this Whisper model knows: "
+                    "use a code such as en, fr, de, or leave it empty to detect the language"
+                )
+            return language
+        lang_id = int(self.model.detect_language(input_features=features)[0])
+        return self._id_to_lang.get(lang_id)
 
     def _generate(self, audio: np.ndarray, language: str | None, max_new_tokens: int) -> STTResult:
+        """Decode each window of `audio` (<= 30 s, short-form) and join the texts. Own windows
+        rather than transformers' long-form mode: its seeking follows predicted timestamps and
+        can crawl through a clip when the model is unsure."""
         torch = self._torch
-        feats = self._features(audio)
-        # Bound the decode through max_length (the 3-4 prompt tokens + the budget): passing
-        # max_new_tokens beside the checkpoint's max_length logs a warning on every call.
+        fe = self.processor.feature_extractor
+        # Bound the decode through max_length (the prompt tokens + the budget): passing
+        # max_new_tokens beside the checkpoint's own max_length logs a warning on every call.
         limit = min(self.model.config.max_target_positions, PROMPT_TOKENS + max_new_tokens)
-        kwargs: dict = {"max_length": limit, "num_beams": max(1, int(self.settings.beam_size)),
-                        "do_sample": False}
-        if audio.size > WINDOW_SAMPLES:
-            kwargs["return_timestamps"] = True  # transformers needs them to stitch windows
+        kwargs: dict = {
+            "max_length": limit,
+            "num_beams": max(1, int(self.settings.beam_size)),
+            "do_sample": False,
+        }
         found = None if self.multilingual else "en"  # English-only checkpoints (.en)
+        texts = []
         with torch.inference_mode():
-            if self.multilingual:
-                if language:
-                    language = language.lower()
-                    if f"<|{language}|>" not in self.model.generation_config.lang_to_id:
-                        raise SettingsError(
-                            f"stt.language: '{language}' is not a language this Whisper model "
-                            "knows: use a code such as en, fr, de, or leave it empty to detect"
-                        )
-                else:  # detect once on the first window, then decode in that language
-                    first = feats["input_features"][..., :3000]
-                    lang_id = int(self.model.detect_language(input_features=first)[0])
-                    language = self._id_to_lang.get(lang_id)
-                kwargs.update(language=language, task="transcribe")
-                found = language
-            out = self.model.generate(**feats, **kwargs)
-        ids = out["sequences"] if not torch.is_tensor(out) else out
-        text = self.processor.batch_decode(ids, skip_special_tokens=True)[0].strip()
-        return STTResult(text, found)
+            for window in split_windows(audio):
+                feats = fe(window, sampling_rate=SAMPLE_RATE, return_tensors="pt")
+                feats = feats["input_features"].to(self.model.device, self._dtype)
+                if self.multilingual:
+                    if found is None:  # detect on the first window, keep it for the rest
+                        found = self._language_for(feats, language)
+                    kwargs.update(language=found, task="transcribe")
+                out = self.model.generate(input_features=feats, **kwargs)
+                ids = out if torch.is_tensor(out) else out["sequences"]
+                texts.append(self.processor.batch_decode(ids, skip_special_tokens=True)[0].strip())
+        return STTResult(" ".join(t for t in texts if t), found)
 
     def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
         if self.model is None:

@@ -45,10 +45,13 @@ class PiperTTS(TTSEngine):
         if len(found) == 1:
             return found[0]
         if not found:
-            raise ModelNotFound(f"no piper voice (.onnx) in {path}: point tts.model at a voice file")
+            raise ModelNotFound(
+                f"no piper voice (.onnx) in {path}: point tts.model at a voice file"
+            )
         names = ", ".join(str(p.relative_to(path)) for p in found[:5])
-        raise SettingsError(f"{path} holds {len(found)} piper voices: set tts.voice to one of "
-                            f"them (e.g. {names})")
+        raise SettingsError(
+            f"{path} holds {len(found)} piper voices: set tts.voice to one of them (e.g. {names})"
+        )
 
     def load(self) -> None:
         require("piper", self.name, "piper-tts", "piper")
@@ -70,21 +73,27 @@ class PiperTTS(TTSEngine):
 
         config_path = onnx_path.with_name(onnx_path.name + ".json")
         if not config_path.is_file():
-            raise ModelLoadError(f"piper voice config {config_path.name} is missing: put the "
-                                 f"voice's .onnx.json file next to {onnx_path}")
+            raise ModelLoadError(
+                f"piper voice config {config_path.name} is missing: put the "
+                f"voice's .onnx.json file next to {onnx_path}"
+            )
         try:
             return PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ModelLoadError(f"piper voice config {config_path} is not a valid piper voice "
-                                 f"config ({exc!r}): download the voice again") from exc
+            raise ModelLoadError(
+                f"piper voice config {config_path} is not a valid piper voice "
+                f"config ({exc!r}): download the voice again"
+            ) from exc
 
     def _providers(self, onnxruntime) -> list:
         if not self.device.startswith("cuda"):
             return ["CPUExecutionProvider"]
         if CUDA_PROVIDER not in onnxruntime.get_available_providers():
             # DeviceUnavailable lets the caller fall back to the CPU and tell the user
-            raise DeviceUnavailable("piper: this onnxruntime has no CUDA support: "
-                                    "pip install onnxruntime-gpu, or set tts.device=cpu")
+            raise DeviceUnavailable(
+                "piper: this onnxruntime has no CUDA support: "
+                "pip install onnxruntime-gpu, or set tts.device=cpu"
+            )
         device_id = int(self.device.partition(":")[2] or 0)
         options = {"device_id": device_id, "cudnn_conv_algo_search": "HEURISTIC"}
         return [(CUDA_PROVIDER, options), "CPUExecutionProvider"]
@@ -97,12 +106,16 @@ class PiperTTS(TTSEngine):
             )
         except Exception as exc:  # onnxruntime raises its own, unexported exception types
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else repr(exc)
-            raise ModelLoadError(f"piper voice {onnx_path.name} could not be loaded ({reason}): "
-                                 "the file may be truncated or corrupt; download it again") from exc
+            raise ModelLoadError(
+                f"piper voice {onnx_path.name} could not be loaded ({reason}): "
+                "the file may be truncated or corrupt; download it again"
+            ) from exc
         if self.device.startswith("cuda") and CUDA_PROVIDER not in session.get_providers():
             # onnxruntime falls back to the CPU silently when the CUDA libraries are missing
-            raise DeviceUnavailable("piper: onnxruntime could not load the CUDA libraries "
-                                    "(CUDA/cuDNN missing or mismatched); set tts.device=cpu")
+            raise DeviceUnavailable(
+                "piper: onnxruntime could not load the CUDA libraries "
+                "(CUDA/cuDNN missing or mismatched); set tts.device=cpu"
+            )
         return session
 
     def _choose_speaker(self, config) -> int | None:
@@ -110,15 +123,20 @@ class PiperTTS(TTSEngine):
         if config.num_speakers <= 1:
             return None
         voice = self.settings.voice.strip()
-        if not voice or voice.endswith(".onnx") or resolve_model(self.settings.model, "tts").is_dir():
+        if (
+            not voice
+            or voice.endswith(".onnx")
+            or resolve_model(self.settings.model, "tts").is_dir()
+        ):
             return config.default_speaker_id
         if voice in config.speaker_id_map:
             return config.speaker_id_map[voice]
         if voice.isdigit() and int(voice) < config.num_speakers:
             return int(voice)
         names = ", ".join(list(config.speaker_id_map)[:8])
-        raise SettingsError(f"tts.voice: this piper voice has no speaker '{voice}'; "
-                            f"choose one of {names}")
+        raise SettingsError(
+            f"tts.voice: this piper voice has no speaker '{voice}'; choose one of {names}"
+        )
 
     def warmup(self) -> None:
         for _ in self.synthesize("Hello."):
@@ -133,7 +151,7 @@ class PiperTTS(TTSEngine):
     def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
         if self._voice is None:
             self.load()
-        if not text.strip():
+        if not text.strip() or (stop is not None and stop.is_set()):
             return
         from piper.config import SynthesisConfig
 

@@ -25,13 +25,16 @@ def torch_device(device: str) -> str:
 
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise DeviceUnavailable(f"{device} was requested but torch sees no CUDA GPU "
-                                    "(CPU-only torch build or no driver); set tts.device=cpu")
+            raise DeviceUnavailable(
+                f"{device} was requested but torch sees no CUDA GPU "
+                "(CPU-only torch build or no driver); set tts.device=cpu"
+            )
         return device
     if device in ("mps", "mlx"):  # "mlx" reaches torch backends on Apple Silicon as mps
         if not torch.backends.mps.is_available():
-            raise DeviceUnavailable(f"{device} was requested but torch has no MPS support here; "
-                                    "set tts.device=cpu")
+            raise DeviceUnavailable(
+                f"{device} was requested but torch has no MPS support here; set tts.device=cpu"
+            )
         return "mps"
     return "cpu"
 
@@ -41,8 +44,10 @@ def check_safetensors(folder: Path, what: str) -> None:
     if any(folder.glob("*.safetensors")):
         return
     if any(folder.glob("*.bin")) or any(folder.glob("*.pt*")):
-        raise UnsafeModelFormat(f"{what} in {folder} has only pickle weights (.bin/.pt): "
-                                "use a copy converted to safetensors")
+        raise UnsafeModelFormat(
+            f"{what} in {folder} has only pickle weights (.bin/.pt): "
+            "use a copy converted to safetensors"
+        )
     raise ModelLoadError(f"no model.safetensors in {folder}: is this a {what} folder?")
 
 
@@ -61,8 +66,10 @@ class VitsTTS(TTSEngine):
         transformers = require("transformers", self.name, "transformers", "torch")
         folder = resolve_model(self.settings.model, "tts")
         if not folder.is_dir() or not (folder / "config.json").is_file():
-            raise ModelLoadError(f"{folder} is not a VITS model folder (no config.json): "
-                                 "point tts.model at an MMS-TTS folder")
+            raise ModelLoadError(
+                f"{folder} is not a VITS model folder (no config.json): "
+                "point tts.model at an MMS-TTS folder"
+            )
         check_safetensors(folder, "VITS model")
         self._torch_device = torch_device(self.device)
         try:
@@ -71,8 +78,10 @@ class VitsTTS(TTSEngine):
                 folder, use_safetensors=True, local_files_only=True
             )
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
-            raise ModelLoadError(f"VITS model in {folder} could not be loaded "
-                                 f"({str(exc).splitlines()[0][:200]}): download it again") from exc
+            raise ModelLoadError(
+                f"VITS model in {folder} could not be loaded "
+                f"({str(exc).splitlines()[0][:200]}): download it again"
+            ) from exc
         self._model = model.to(self._torch_device).eval()
         self._tokenizer = tokenizer
         self._speaker_id = self._choose_speaker(model.config)
@@ -86,8 +95,10 @@ class VitsTTS(TTSEngine):
             return None
         if voice.isdigit() and int(voice) < config.num_speakers:
             return int(voice)
-        raise SettingsError(f"tts.voice: this VITS model has speakers 0–{config.num_speakers - 1}; "
-                            f"'{voice}' is not one of them")
+        raise SettingsError(
+            f"tts.voice: this VITS model has speakers 0–{config.num_speakers - 1}; "
+            f"'{voice}' is not one of them"
+        )
 
     def warmup(self) -> None:
         for _ in self.synthesize("Hello."):

@@ -136,7 +136,9 @@ class SileroOnnxVAD(VADEngine):
         c = np.zeros((1, 1, 128), dtype=np.float32)
         probs = []
         for i in range(0, n_windows, BATCH_WINDOWS):
-            out, h, c = self.session.run(None, {"input": inputs[i : i + BATCH_WINDOWS], "h": h, "c": c})
+            out, h, c = self.session.run(
+                None, {"input": inputs[i : i + BATCH_WINDOWS], "h": h, "c": c}
+            )
             probs.append(np.asarray(out, dtype=np.float32).reshape(-1))
         return np.concatenate(probs)
 

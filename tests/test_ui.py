@@ -1,0 +1,298 @@
+"""The widgets, offscreen: state icons, the tray menu and its actions, the floating window, the
+conversation window (streaming, latency, copy, clear), and the whole app wired together on
+scripted engines with a fake microphone (history written, and shown again at the next start)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QMessageBox
+
+from s2s_desktop.audio.sink import CaptureSink
+from s2s_desktop.history import Exchange, History
+from s2s_desktop.pipeline.turns import Conversation
+from s2s_desktop.ui.actions import AppActions
+from s2s_desktop.ui.conversation_window import ConversationWindow
+from s2s_desktop.ui.floating_window import FloatingWindow
+from s2s_desktop.ui.icons import STATES, state_icon
+from s2s_desktop.ui.tray import TrayIcon, tooltip_text
+from tests.helpers import scripted_engines as scripted
+from tests.helpers.fake_mic import FakeMicrophone
+
+
+class FakeQApp:
+    def __init__(self):
+        self.quits = 0
+
+    def quit(self):
+        self.quits += 1
+
+
+@pytest.fixture
+def desktop(qtbot, monkeypatch, tmp_path):
+    """desktop(use_tray=..., reply=...) -> a started DesktopApp on scripted engines."""
+    from s2s_desktop.app import DesktopApp
+
+    scripted.install(monkeypatch)
+    monkeypatch.setenv("S2S_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("S2S_DATA_DIR", str(tmp_path / "data"))
+    made = []
+
+    def make(use_tray=True, reply="Paris is the capital of France.", heard="Capital of France?",
+             mic=None, word_delay=0.0, expect="idle"):
+        s = scripted.settings(reply=reply, heard=heard, word_delay=word_delay)
+        s.hotkey.enabled = False
+        s.audio.min_press_ms = 100
+        app = DesktopApp(FakeQApp(), s, use_tray=use_tray, mic=mic or FakeMicrophone(),
+                         speaker=CaptureSink())
+        assert app.start()
+        made.append(app)
+        qtbot.waitUntil(lambda: app.controller.state == expect, timeout=10000)
+        return app
+
+    yield make
+    for app in made:
+        app.shutdown()
+        for w in (app.window, app.floating):
+            if w is not None:
+                w.close()
+
+
+def talk_from_tray(qtbot, app, seconds=0.2):
+    app.actions.talk.trigger()
+    assert app.controller.state == "listening"
+    qtbot.wait(int(seconds * 1000))
+    app.actions.talk.trigger()
+    qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
+
+
+# ---------------------------------------------------------------------- icons and tray
+
+
+def test_every_state_has_its_own_icon(qapp):
+    images = []
+    for state in STATES:
+        icon = state_icon(state)
+        assert not icon.isNull(), state
+        assert {16, 22, 32, 64} <= {s.width() for s in icon.availableSizes()}
+        images.append(icon.pixmap(32, 32).toImage())
+    assert len({img.bits().tobytes() for img in images}) == len(STATES)
+    # legible on any bar: an opaque badge with a dark rim, transparent corners
+    idle = state_icon("idle").pixmap(64, 64).toImage()
+    assert idle.pixelColor(32, 32).alpha() == 255 and idle.pixelColor(1, 1).alpha() == 0
+
+
+def test_tray_menu_has_the_controls_in_order(qapp):
+    actions = AppActions()
+    tray = TrayIcon(actions)
+    texts = [a.text() for a in tray.menu.actions() if not a.isSeparator()]
+    assert texts == ["Talk", "Conversation…", "Settings…", "Models…", "Pause Hotkey", "Quit"]
+    assert not actions.talk.isEnabled()  # loading: nothing to talk to yet
+    key = tray.icon().cacheKey()
+    tray.show_state("listening", "Listening…")
+    assert tray.icon().cacheKey() != key
+    assert actions.talk.text() == "Stop and Send" and actions.talk.isEnabled()
+
+
+def test_tooltip_says_what_is_happening_and_what_failed():
+    assert tooltip_text("loading", "2 of 4 ready, loading llm, tts") == \
+        "s2s-desktop — Loading models\n2 of 4 ready, loading llm, tts"
+    tip = tooltip_text("error", "llm failed to load: model not found at /x")
+    assert "Problem" in tip and "model not found" in tip
+    hk = {"combo": "ctrl+alt+space", "mode": "hold", "available": True, "paused": False}
+    assert tooltip_text("idle", "Ready", hk) == "s2s-desktop — Ready\nHold ctrl+alt+space to talk"
+    assert "paused" in tooltip_text("idle", "Ready", {**hk, "paused": True})
+
+
+# ---------------------------------------------------------------------- the whole app
+
+
+def test_talk_from_the_tray_streams_the_reply_into_the_window_and_history(qtbot, desktop):
+    app = desktop()
+    assert app.tray is not None and app.floating is None
+    talk_from_tray(qtbot, app)
+    text = app.window.view.toPlainText()
+    assert "Capital of France?" in text and "Paris is the capital of France." in text
+    assert "first audio" in text  # the turn's latency
+    assert len(app.speaker.audio(1)) > 0  # the reply was played
+    lines = app.history.path.read_text().splitlines()
+    assert len(lines) == 1 and "Paris is the capital" in lines[0]
+
+
+def test_history_is_shown_again_and_remembered_at_the_next_start(qtbot, desktop, monkeypatch):
+    first = desktop()
+    talk_from_tray(qtbot, first)
+    first.shutdown()
+    second = desktop(reply="Tokyo.")
+    assert "Paris is the capital of France." in second.window.view.toPlainText()
+    assert second.conversation.exchanges() == [("Capital of France?",
+                                                "Paris is the capital of France.")]
+    talk_from_tray(qtbot, second)
+    prompt = second.pipeline.llm.engine.seen[-1]  # the LLM saw the earlier run's exchange
+    assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]
+
+
+def test_an_interrupted_reply_is_kept_as_far_as_it_was_spoken(qtbot, desktop):
+    long_reply = " ".join(f"Sentence {i} is a little longer." for i in range(40))
+    app = desktop(reply=long_reply, word_delay=0.02)
+    app.actions.talk.trigger()
+    qtbot.wait(200)
+    app.actions.talk.trigger()
+    qtbot.waitUntil(lambda: app.controller.state == "speaking", timeout=10000)
+    qtbot.wait(150)
+    app.controller.interrupt()
+    qtbot.waitUntil(lambda: app.history.path.exists(), timeout=5000)
+    saved = app.history.load()[0][0]
+    assert saved.reason == "interrupted"
+    assert saved.assistant.startswith("Sentence 0") and len(saved.assistant) < len(long_reply)
+    assert "(interrupted)" in app.window.view.toPlainText()
+
+
+def test_menu_actions_pause_quit_and_missing_dialogs(qtbot, desktop, monkeypatch):
+    app = desktop()
+    shown = []
+    monkeypatch.setattr(QMessageBox, "information", lambda *a, **k: shown.append(a[2]))
+    monkeypatch.setitem(sys.modules, "s2s_desktop.ui.settings_dialog", None)  # not built yet
+    monkeypatch.setitem(sys.modules, "s2s_desktop.ui.model_manager", None)
+    app.actions.settings.trigger()
+    app.actions.models.trigger()
+    assert len(shown) == 2 and "settings dialog is not available" in shown[0]
+    assert "model manager is not available" in shown[1]
+    app.actions.pause_hotkey.trigger()
+    assert app.hotkey.paused and app.controller.status()["hotkey"]["paused"] is True
+    app.window.hide()
+    app.actions.conversation.trigger()
+    assert app.window.isVisible()
+    app.actions.quit.trigger()
+    assert app.qapp.quits == 1
+
+
+def test_settings_dialog_is_opened_and_its_settings_are_applied(qtbot, desktop, monkeypatch):
+    app = desktop()
+
+    class FakeDialog(QObject):
+        applied = Signal(object)
+
+        def __init__(self, settings):
+            super().__init__()
+            self.settings, self.visible = settings, False
+
+        def show(self):
+            self.visible = True
+
+        def raise_(self):
+            pass
+
+        def activateWindow(self):
+            pass
+
+    module = types.ModuleType("s2s_desktop.ui.settings_dialog")
+    module.SettingsDialog = FakeDialog
+    monkeypatch.setitem(sys.modules, "s2s_desktop.ui.settings_dialog", module)
+    app.actions.settings.trigger()
+    dialog = app._dialogs["settings"]
+    assert dialog.visible and dialog.settings is not app.settings  # it edits a copy
+    new = dialog.settings.copy()
+    new.llm.model = "Tokyo is the capital of Japan."
+    new.audio.max_record_s = 30.0
+    dialog.applied.emit(new)
+    assert app.controller.settings.audio.max_record_s == 30.0
+    qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)  # llm reloaded
+    talk_from_tray(qtbot, app)
+    assert "Tokyo is the capital of Japan." in app.window.view.toPlainText()
+
+
+def test_a_missing_microphone_is_an_error_state_and_the_app_keeps_running(qtbot, desktop):
+    mic = FakeMicrophone(fail_open="no microphone found: connect one and try again")
+    app = desktop(mic=mic, expect="error")
+    assert "no microphone found" in app.controller.detail
+    assert "no microphone found" in app.tray.toolTip()
+    assert "no microphone found" in app.window.status.text()
+    mic.fail_open = ""  # plugged in: the next press works
+    talk_from_tray(qtbot, app)
+    assert "Paris" in app.window.view.toPlainText()
+
+
+def test_floating_window_replaces_the_tray_and_its_talk_button_is_held(qtbot, desktop):
+    app = desktop(use_tray=False)
+    win = app.floating
+    assert app.tray is None and win.isVisible()
+    assert win.windowFlags() & Qt.WindowType.WindowStaysOnTopHint
+    assert win.state_label.text() == "Ready"
+    qtbot.mousePress(win.talk, Qt.MouseButton.LeftButton)
+    assert app.controller.state == "listening" and win.meter.isVisible()
+    qtbot.wait(200)
+    qtbot.mouseRelease(win.talk, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
+    assert "Paris" in app.window.view.toPlainText()
+    labels = {b.defaultAction().text() for b in win.tool_buttons.values()}
+    assert {"Conversation…", "Settings…", "Models…", "Pause Hotkey", "Quit"} <= labels
+    app.window.hide()
+    qtbot.mouseClick(win.tool_buttons["Conversation…"], Qt.MouseButton.LeftButton)
+    assert app.window.isVisible()
+
+
+# ---------------------------------------------------------------------- conversation window
+
+
+def test_conversation_window_streams_copies_and_clears_for_real(qtbot, tmp_path, monkeypatch):
+    history = History(tmp_path / "history.jsonl")
+    history.append(Exchange("Earlier question", "Earlier answer"))
+    conversation = Conversation([("Earlier question", "Earlier answer")])
+    earlier, _ = history.load()
+    win = ConversationWindow(history, conversation, earlier)
+    qtbot.addWidget(win)
+    assert "Earlier answer" in win.view.toPlainText()
+    win.on_transcript(7, "What is the capital of France?")
+    for delta in ("The capital", " of France", " is Par", "is."):
+        win.on_reply_delta(7, delta)
+    qtbot.waitUntil(lambda: "is Paris." in win.view.toPlainText(), timeout=2000)
+    assert "▍" in win.view.toPlainText()  # still streaming
+    win.on_turn_finished({"turn": 7, "transcript": "What is the capital of France?",
+                          "reply": "The capital of France is Paris.", "spoken": "", "reason": "ok",
+                          "timings_ms": {"release_to_first_audio": 734.0, "stt": 120.0,
+                                         "llm_first_token": 90.0, "total": 2500.0}})
+    qtbot.waitUntil(lambda: "first audio 734 ms" in win.view.toPlainText(), timeout=2000)
+    assert "total 2.5 s" in win.view.toPlainText()
+
+    win.copy()
+    copied = QGuiApplication.clipboard().text()
+    assert copied.startswith("You: Earlier question\nAssistant: Earlier answer")
+    assert "Assistant: The capital of France is Paris." in copied
+
+    monkeypatch.setattr(QMessageBox, "question",
+                        lambda *a, **k: QMessageBox.StandardButton.No)
+    assert not win.clear(confirm=True) and history.path.exists()
+    monkeypatch.setattr(QMessageBox, "question",
+                        lambda *a, **k: QMessageBox.StandardButton.Yes)
+    assert win.clear(confirm=True)
+    assert not history.path.exists() and conversation.exchanges() == []
+    assert "Earlier" not in win.view.toPlainText()
+
+
+def test_turns_with_nothing_heard_leave_no_trace(qtbot):
+    win = ConversationWindow()
+    qtbot.addWidget(win)
+    win.on_transcript(3, "")
+    win.on_turn_finished({"turn": 3, "transcript": "", "reason": "no speech"})
+    assert win.entries == {}
+    win.on_transcript(4, "Hello?")
+    win.on_turn_finished({"turn": 4, "transcript": "Hello?", "reply": "", "spoken": "",
+                          "reason": "error", "error": "llm failed: boom"})
+    win.render()
+    assert "llm failed: boom" in win.view.toPlainText()
+
+
+def test_floating_window_meter_follows_the_level(qtbot):
+    level = {"v": 0.0}
+    win = FloatingWindow(AppActions(), level=lambda: level["v"])
+    qtbot.addWidget(win)
+    win.show_state("listening", "Listening…")
+    level["v"] = 0.2
+    qtbot.waitUntil(lambda: win.meter.value() > 50, timeout=1000)
+    win.show_state("thinking", "Thinking…")
+    assert not win.meter.isVisible() and win.meter.value() == 0
