@@ -33,8 +33,18 @@ class DesktopApp(QObject):
 
     notice_posted = Signal(str)  # from any thread; shown in the main thread
 
-    def __init__(self, qapp, settings: config.Settings, warnings: list[str] | None = None,
-                 verbose: bool = False, use_tray: bool | None = None, mic=None, speaker=None):
+    def __init__(
+        self,
+        qapp,
+        settings: config.Settings,
+        warnings: list[str] | None = None,
+        verbose: bool = False,
+        use_tray: bool | None = None,
+        mic=None,
+        speaker=None,
+        launch_profile: str | None = None,
+        launch_overrides: dict | None = None,
+    ):
         super().__init__()
         from PySide6.QtWidgets import QSystemTrayIcon
 
@@ -44,18 +54,25 @@ class DesktopApp(QObject):
         self.qapp = qapp
         self.settings = settings
         self.verbose = verbose
+        self.launch_profile = launch_profile  # this launch only: laid over saved settings
+        self.launch_overrides = dict(launch_overrides or {})
         self.notice_posted.connect(self.show_notice, Qt.ConnectionType.QueuedConnection)
 
         self.history = History(enabled=settings.ui.history_enabled)
         earlier, problems = self.history.load()
-        self.conversation = Conversation([(e.user, e.assistant) for e in earlier
-                                          if e.reason in ("ok", "interrupted")])
+        self.conversation = Conversation(
+            [(e.user, e.assistant) for e in earlier if e.reason in ("ok", "interrupted")]
+        )
         # mic / speaker are injectable so tests can run the whole app without sound hardware
-        self.speaker = speaker or SpeakerSink(settings.audio.output_device,
-                                              on_notice=self.notice_posted.emit)
-        self.mic = mic or Microphone(settings.audio.input_device, settings.audio.preroll_ms,
-                                     settings.audio.max_record_s,
-                                     on_notice=self.notice_posted.emit)
+        self.speaker = speaker or SpeakerSink(
+            settings.audio.output_device, on_notice=self.notice_posted.emit
+        )
+        self.mic = mic or Microphone(
+            settings.audio.input_device,
+            settings.audio.preroll_ms,
+            settings.audio.max_record_s,
+            on_notice=self.notice_posted.emit,
+        )
         self.pipeline = Pipeline(settings, self.speaker, self.conversation)
         self.controller = AppController(settings, self.pipeline, self.mic)
         self.hotkey = HotkeyClient(settings.hotkey, self)
@@ -76,10 +93,17 @@ class DesktopApp(QObject):
             self.floating.talk_released.connect(self.controller.button_released)
         self._dialogs: dict[str, QObject] = {}
         self._wire()
-        self.server = CommandServer({
-            "status": self._cmd_status, "toggle": self._cmd_talk, "talk-start": self._cmd_talk,
-            "talk-stop": self._cmd_talk, "quit": self._cmd_quit, "launch": self._cmd_launch,
-        }, parent=self)
+        self.server = CommandServer(
+            {
+                "status": self._cmd_status,
+                "toggle": self._cmd_talk,
+                "talk-start": self._cmd_talk,
+                "talk-stop": self._cmd_talk,
+                "quit": self._cmd_quit,
+                "launch": self._cmd_launch,
+            },
+            parent=self,
+        )
         for text in list(warnings or []) + problems:
             self.show_notice(text)
 
@@ -89,6 +113,7 @@ class DesktopApp(QObject):
         c.state_changed.connect(self._state_changed)
         c.notice.connect(self.show_notice)
         ev.transcript.connect(self.window.on_transcript)
+        ev.partial_transcript.connect(self.window.on_transcript)  # live, while the key is held
         ev.reply_delta.connect(self.window.on_reply_delta)
         ev.turn_finished.connect(self.window.on_turn_finished)
         ev.turn_finished.connect(self._remember_turn)
@@ -122,7 +147,17 @@ class DesktopApp(QObject):
             self.controller.report_error(str(exc))
             self.show_notice(str(exc), error=True)
         self.hotkey.start()
+        self._first_run_help()
         return True
+
+    def _first_run_help(self) -> None:
+        try:  # macOS / Windows permissions, explained once
+            from .ui.first_run import show_first_run_if_needed
+        except ImportError:
+            return
+        dialog = show_first_run_if_needed(config.config_dir())
+        if dialog is not None:
+            self._dialogs["first_run"] = dialog  # kept alive while it is open
 
     def _state_changed(self, state: str, detail: str) -> None:
         self.controller.hotkey_info = self.hotkey.info()
@@ -143,11 +178,20 @@ class DesktopApp(QObject):
         if exchange is not None:
             self.history.append(exchange)
         if self.verbose:
-            log.debug("turn %s: %r → %r (%s)", rec.get("turn"), rec.get("transcript"),
-                      rec.get("reply"), rec.get("reason"))
+            log.debug(
+                "turn %s: %r → %r (%s)",
+                rec.get("turn"),
+                rec.get("transcript"),
+                rec.get("reply"),
+                rec.get("reason"),
+            )
         else:  # logs never hold what was said unless asked for (-v)
-            log.info("turn %s finished: %s, %s", rec.get("turn"), rec.get("reason"),
-                     rec.get("timings_ms", {}).get("release_to_first_audio"))
+            log.info(
+                "turn %s finished: %s, %s",
+                rec.get("turn"),
+                rec.get("reason"),
+                rec.get("timings_ms", {}).get("release_to_first_audio"),
+            )
 
     def show_notice(self, text: str, error: bool = False) -> None:
         for view in (self.tray, self.floating, self.window):
@@ -165,14 +209,25 @@ class DesktopApp(QObject):
         self.window.activateWindow()
 
     def open_settings(self) -> None:
-        self._open_window("settings", "s2s_desktop.ui.settings_dialog", "SettingsDialog",
-                          "The settings dialog")
+        def make(module):
+            # the dialog edits (and saves) the settings file; this launch's --profile / --set
+            # are laid over what it applies, and never saved
+            saved, _ = config.load()
+            return module.SettingsDialog(
+                saved, on_apply=self._apply_saved, events=self.pipeline.events
+            )
+
+        self._open_window("settings", "s2s_desktop.ui.settings_dialog", make, "The settings dialog")
 
     def open_models(self) -> None:
-        self._open_window("models", "s2s_desktop.ui.model_manager", "ModelManagerWindow",
-                          "The model manager")
+        def make(module):
+            window = module.ModelManagerWindow(self.settings.copy())
+            window.downloaded.connect(lambda model_id: self._retry_failed_stages())
+            return window
 
-    def _open_window(self, key: str, module: str, cls: str, what: str) -> None:
+        self._open_window("models", "s2s_desktop.ui.model_manager", make, "The model manager")
+
+    def _open_window(self, key: str, module: str, make, what: str) -> None:
         import importlib
 
         from PySide6.QtWidgets import QMessageBox
@@ -180,19 +235,40 @@ class DesktopApp(QObject):
         widget = self._dialogs.get(key)
         if widget is None:
             try:
-                factory = getattr(importlib.import_module(module), cls)
+                widget = make(importlib.import_module(module))
             except (ImportError, AttributeError) as exc:
-                QMessageBox.information(None, "s2s-desktop",
-                                        f"{what} is not available in this build ({exc}).")
+                QMessageBox.information(
+                    None, "s2s-desktop", f"{what} is not available in this build ({exc})."
+                )
                 return
-            widget = factory(self.settings.copy())
-            applied = getattr(widget, "applied", None)  # Signal(object): new Settings
-            if applied is not None:
-                applied.connect(self.apply_settings)
             self._dialogs[key] = widget
         widget.show()
         widget.raise_()
         widget.activateWindow()
+
+    def _apply_saved(self, saved: config.Settings) -> list[str]:
+        effective = saved.copy()
+        if self.launch_profile or self.launch_overrides:
+            if self.launch_profile:
+                config.apply_overrides(effective, config.profile_overrides(self.launch_profile))
+            config.apply_overrides(effective, dict(self.launch_overrides))
+            self.show_notice(
+                "Settings saved. This launch's --profile / --set options still "
+                "apply on top of them until s2s-desktop is started without them."
+            )
+        return self.apply_settings(effective)
+
+    def _retry_failed_stages(self) -> None:
+        """A model was downloaded: stages that could not load it try again."""
+        from .pipeline.messages import Reload
+
+        for name in list(self.controller.load_errors):
+            stage = self.pipeline.stages[name]
+            self.pipeline.events.stage_state.emit(
+                name, "reloading", getattr(self.settings, name).backend
+            )
+            stage.ready.clear()
+            stage.inbox.put(Reload(-1, settings=self.settings))
 
     def apply_settings(self, settings: config.Settings) -> list[str]:
         """Use new settings now (the caller saves them): reloads only the changed stages."""
@@ -200,14 +276,17 @@ class DesktopApp(QObject):
         self.settings = settings
         reloaded = self.pipeline.reload(settings)
         self.controller.apply_settings(settings)
-        if (settings.hotkey.combo, settings.hotkey.enabled) != (old.hotkey.combo,
-                                                                  old.hotkey.enabled):
+        if (settings.hotkey.combo, settings.hotkey.enabled) != (
+            old.hotkey.combo,
+            old.hotkey.enabled,
+        ):
             self.hotkey.restart(settings.hotkey)
         else:
             self.hotkey.settings = settings.hotkey
         self.history.enabled = settings.ui.history_enabled
-        if settings.audio.input_device != old.audio.input_device and \
-                isinstance(self.mic, Microphone):
+        if settings.audio.input_device != old.audio.input_device and isinstance(
+            self.mic, Microphone
+        ):
             self.mic.device_name = settings.audio.input_device
             try:
                 self.mic.open()
@@ -216,8 +295,9 @@ class DesktopApp(QObject):
         if isinstance(self.mic, Microphone):
             self.mic.preroll_s = max(0.3, settings.audio.preroll_ms / 1000)
             self.mic.max_record_s = settings.audio.max_record_s
-        if settings.audio.output_device != old.audio.output_device and \
-                isinstance(self.speaker, SpeakerSink):
+        if settings.audio.output_device != old.audio.output_device and isinstance(
+            self.speaker, SpeakerSink
+        ):
             self.speaker.device_name = settings.audio.output_device
             self.speaker.close()
             self.speaker.rate = 0  # reopened on the next reply
@@ -242,8 +322,11 @@ class DesktopApp(QObject):
         else:
             c.talk_stop("cli")
         if name != "talk-stop" and before != "listening" and c.state != "listening":
-            return {"ok": False, "error": c.last_notice or c.error_now or
-                    f"cannot start listening while {c.state}", "state": c.state}
+            return {
+                "ok": False,
+                "error": c.last_notice or c.error_now or f"cannot start listening while {c.state}",
+                "state": c.state,
+            }
         return {"state": c.state, "message": c.state}
 
     def _cmd_quit(self, req: dict) -> dict:
@@ -256,6 +339,7 @@ class DesktopApp(QObject):
         message = "s2s-desktop is already running"
         if profile or overrides:
             settings, _ = config.resolve(profile, overrides)
+            self.launch_profile, self.launch_overrides = profile, dict(overrides)
             reloaded = self.apply_settings(settings)
             message += f"; applied the new settings (reloading {', '.join(reloaded) or 'none'})"
         self.show_conversation()
@@ -281,8 +365,10 @@ def _no_display() -> str:
         return ""
     if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
         return ""
-    return ("no display: the s2s-desktop app needs a desktop session "
-            "(for headless use try `s2s-desktop run --input question.wav`)")
+    return (
+        "no display: the s2s-desktop app needs a desktop session "
+        "(for headless use try `s2s-desktop run --input question.wav`)"
+    )
 
 
 def run_app(args) -> int:
@@ -314,7 +400,14 @@ def run_app(args) -> int:
     from .ui.icons import app_icon
 
     qapp.setWindowIcon(app_icon())
-    app = DesktopApp(qapp, settings, warnings, verbose=bool(getattr(args, "verbose", False)))
+    app = DesktopApp(
+        qapp,
+        settings,
+        warnings,
+        verbose=bool(getattr(args, "verbose", False)),
+        launch_profile=profile,
+        launch_overrides=overrides,
+    )
     if not app.start():
         print("s2s-desktop is already running")
         return 0

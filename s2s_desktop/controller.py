@@ -20,7 +20,13 @@ from .errors import AudioDeviceError
 log = logging.getLogger(__name__)
 
 LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = (
-    "loading", "idle", "listening", "thinking", "speaking", "error")
+    "loading",
+    "idle",
+    "listening",
+    "thinking",
+    "speaking",
+    "error",
+)
 STATES = (LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR)
 
 
@@ -105,8 +111,11 @@ class AppController(QObject):
             self.talk_start("button")
 
     def button_released(self) -> None:
-        if self.settings.hotkey.mode == "hold" and self.state == LISTENING and \
-                self._source == "button":
+        if (
+            self.settings.hotkey.mode == "hold"
+            and self.state == LISTENING
+            and self._source == "button"
+        ):
             self._finish(self._now(None), "button")
 
     def toggle(self, source: str = "cli", at: float | None = None) -> None:
@@ -138,7 +147,8 @@ class AppController(QObject):
         turn = self.pipeline.begin_turn(source=source)
         try:
             self.recorder.start_recording(
-                since=since, on_chunk=lambda pcm, t=turn: self.pipeline.feed(t, pcm))
+                since=since, on_chunk=lambda pcm, t=turn: self.pipeline.feed(t, pcm)
+            )
         except AudioDeviceError as exc:
             self.pipeline.interrupt()
             self._fail(str(exc))
@@ -192,10 +202,12 @@ class AppController(QObject):
         if check_tap and held_ms < self.settings.audio.min_press_ms:
             self._drop_recording()
             self._settle()
-            what = "Hold the key while you speak" if self.settings.hotkey.mode == "hold" \
-                and source in ("hotkey", "button") else "Speak a little longer"
-            self._hint(f"{what}: presses under {self.settings.audio.min_press_ms} ms "
-                       "are ignored")
+            what = (
+                "Hold the key while you speak"
+                if self.settings.hotkey.mode == "hold" and source in ("hotkey", "button")
+                else "Speak a little longer"
+            )
+            self._hint(f"{what}: presses under {self.settings.audio.min_press_ms} ms are ignored")
             return
         try:
             audio = self.recorder.stop_recording()
@@ -205,8 +217,12 @@ class AppController(QObject):
             return
         turn = self.current_turn
         self.pipeline.end_turn(turn, released_at=released_at)
-        self.turn_info.update(source=source, released_at=released_at,
-                              submitted_at=self.clock(), audio_s=round(len(audio) / 16000, 2))
+        self.turn_info.update(
+            source=source,
+            released_at=released_at,
+            submitted_at=self.clock(),
+            audio_s=round(len(audio) / 16000, 2),
+        )
         self._set(THINKING, "Thinking…")
         self.turn_submitted.emit(turn)
 
@@ -268,8 +284,11 @@ class AppController(QObject):
         turn = rec.get("turn")
         if turn != self.current_turn:
             return
-        self.turn_info.update(finished_at=self.clock(), reason=rec.get("reason", ""),
-                              timings_ms=rec.get("timings_ms", {}))
+        self.turn_info.update(
+            finished_at=self.clock(),
+            reason=rec.get("reason", ""),
+            timings_ms=rec.get("timings_ms", {}),
+        )
         if self.state not in (THINKING, SPEAKING):
             return  # stopped by hand, or the live turn was dropped
         self._speaking_ended = self.clock()

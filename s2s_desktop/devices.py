@@ -15,6 +15,7 @@ import logging
 import os
 import platform as _platform
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -383,22 +384,8 @@ def _cpu_name() -> str:
 
 
 def _cuda_devices(count: int) -> list[dict]:
-    """Names and memory of the NVIDIA GPUs: torch if installed, else nvidia-smi, else bare."""
-    if importlib.util.find_spec("torch") is not None:
-        try:
-            import torch
-
-            out = []
-            for i in range(torch.cuda.device_count()):
-                p = torch.cuda.get_device_properties(i)
-                out.append({"name": p.name, "kind": f"cuda:{i}", "memory_bytes": p.total_memory})
-            if out:
-                return out
-        except Exception as exc:  # noqa: BLE001
-            log.debug("torch could not list CUDA devices: %s", exc)
+    """Names and memory of the NVIDIA GPUs: nvidia-smi, else an already imported torch."""
     try:
-        import subprocess
-
         res = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
             capture_output=True,
@@ -416,6 +403,17 @@ def _cuda_devices(count: int) -> list[dict]:
             return out
     except (OSError, ValueError, subprocess.SubprocessError):
         pass
+    torch = sys.modules.get("torch")  # ships with the driver: nvidia-smi is nearly always there
+    if torch is not None:
+        try:
+            out = []
+            for i in range(torch.cuda.device_count()):
+                p = torch.cuda.get_device_properties(i)
+                out.append({"name": p.name, "kind": f"cuda:{i}", "memory_bytes": p.total_memory})
+            if out:
+                return out
+        except Exception as exc:  # noqa: BLE001
+            log.debug("torch could not list CUDA devices: %s", exc)
     return [{"name": "NVIDIA GPU", "kind": f"cuda:{i}", "memory_bytes": None} for i in range(count)]
 
 

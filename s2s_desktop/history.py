@@ -40,28 +40,45 @@ class Exchange:
         if not transcript or reason == "no speech":
             return None
         reply = rec.get("spoken", "") if reason == "interrupted" else rec.get("reply", "")
-        return cls(user=transcript, assistant=(reply or "").strip(), reason=reason,
-                   timings_ms={k: v for k, v in (rec.get("timings_ms") or {}).items()
-                               if v is not None}, error=rec.get("error", ""))
+        return cls(
+            user=transcript,
+            assistant=(reply or "").strip(),
+            reason=reason,
+            timings_ms={k: v for k, v in (rec.get("timings_ms") or {}).items() if v is not None},
+            error=rec.get("error", ""),
+        )
 
     def to_json(self) -> str:
-        return json.dumps({"time": round(self.time, 3), "user": self.user,
-                           "assistant": self.assistant, "reason": self.reason,
-                           "timings_ms": self.timings_ms, "error": self.error},
-                          ensure_ascii=False)
+        return json.dumps(
+            {
+                "time": round(self.time, 3),
+                "user": self.user,
+                "assistant": self.assistant,
+                "reason": self.reason,
+                "timings_ms": self.timings_ms,
+                "error": self.error,
+            },
+            ensure_ascii=False,
+        )
 
     @classmethod
     def from_json(cls, line: str) -> Exchange:
         data = json.loads(line)
-        if not isinstance(data, dict) or not isinstance(data.get("user"), str) or \
-                not isinstance(data.get("assistant"), str):
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("user"), str)
+            or not isinstance(data.get("assistant"), str)
+        ):
             raise ValueError("not a history record")
         timings = data.get("timings_ms")
-        return cls(user=data["user"], assistant=data["assistant"],
-                   reason=str(data.get("reason", "ok")),
-                   time=float(data.get("time", 0.0)),
-                   timings_ms=timings if isinstance(timings, dict) else {},
-                   error=str(data.get("error", "")))
+        return cls(
+            user=data["user"],
+            assistant=data["assistant"],
+            reason=str(data.get("reason", "ok")),
+            time=float(data.get("time", 0.0)),
+            timings_ms=timings if isinstance(timings, dict) else {},
+            error=str(data.get("error", "")),
+        )
 
 
 class History:
@@ -89,8 +106,10 @@ class History:
                 bad += 1
         problems = []
         if bad:
-            problems.append(f"Skipped {bad} unreadable line{'s' if bad > 1 else ''} "
-                            f"in the conversation history ({self.path})")
+            problems.append(
+                f"Skipped {bad} unreadable line{'s' if bad > 1 else ''} "
+                f"in the conversation history ({self.path})"
+            )
             log.warning("history: %d unreadable lines skipped in %s", bad, self.path)
         return out, problems
 

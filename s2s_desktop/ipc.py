@@ -47,8 +47,9 @@ def server_name() -> str:
 class CommandServer(QObject):
     """Answers commands with handlers: name -> callable(request dict) -> reply dict."""
 
-    def __init__(self, handlers: dict[str, Callable[[dict], dict]], name: str | None = None,
-                 parent=None):
+    def __init__(
+        self, handlers: dict[str, Callable[[dict], dict]], name: str | None = None, parent=None
+    ):
         super().__init__(parent)
         self.handlers = handlers
         self.name = name or server_name()
@@ -91,7 +92,7 @@ class CommandServer(QObject):
         try:
             req = json.loads(line.decode("utf-8"))
             if not isinstance(req, dict) or not isinstance(req.get("command"), str):
-                raise ValueError("expected {\"command\": NAME}")
+                raise ValueError('expected {"command": NAME}')
         except (ValueError, UnicodeDecodeError) as exc:
             return {"ok": False, "error": f"bad request: {exc}"}
         name = req["command"]
@@ -132,8 +133,9 @@ def is_listening(name: str | None = None) -> bool:
     return alive
 
 
-def request(command: str, payload: dict | None = None, name: str | None = None,
-            timeout_ms: int = TIMEOUT_MS) -> dict | None:
+def request(
+    command: str, payload: dict | None = None, name: str | None = None, timeout_ms: int = TIMEOUT_MS
+) -> dict | None:
     """Send one command to the running app; its reply, or None when no app is running."""
     _ensure_qt_core()
     sock = QLocalSocket()
@@ -148,11 +150,14 @@ def request(command: str, payload: dict | None = None, name: str | None = None,
         left_ms = int((deadline - time.monotonic()) * 1000)
         if left_ms <= 0:
             sock.abort()
-            raise TimeoutError(f"s2s-desktop did not answer '{command}' in "
-                               f"{timeout_ms / 1000:.0f} s")
+            raise TimeoutError(
+                f"s2s-desktop did not answer '{command}' in {timeout_ms / 1000:.0f} s"
+            )
         if not sock.waitForReadyRead(left_ms):
-            if sock.state() != QLocalSocket.LocalSocketState.ConnectedState and \
-                    not sock.bytesAvailable():
+            if (
+                sock.state() != QLocalSocket.LocalSocketState.ConnectedState
+                and not sock.bytesAvailable()
+            ):
                 break
         data += bytes(sock.readAll())
     sock.abort()
@@ -162,8 +167,10 @@ def request(command: str, payload: dict | None = None, name: str | None = None,
 
 
 def format_status(status: dict) -> str:
-    lines = [f"state:      {status.get('state', '?')}"
-             + (f" ({status['detail']})" if status.get("detail") else "")]
+    lines = [
+        f"state:      {status.get('state', '?')}"
+        + (f" ({status['detail']})" if status.get("detail") else "")
+    ]
     models = status.get("models") or {}
     for stage in ("vad", "stt", "llm", "tts"):
         if stage in models:

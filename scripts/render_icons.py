@@ -22,8 +22,14 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "resources" / "icons"
 SIZES = (16, 22, 32, 48, 64, 128)
 STATES = ("idle", "listening", "thinking", "speaking", "error", "loading")
-FILL = {"idle": "#52657d", "listening": "#e53935", "thinking": "#1e7fd8",
-        "speaking": "#2e9e4f", "error": "#ffc107", "loading": "#8a8f96"}
+FILL = {
+    "idle": "#52657d",
+    "listening": "#e53935",
+    "thinking": "#1e7fd8",
+    "speaking": "#2e9e4f",
+    "error": "#ffc107",
+    "loading": "#8a8f96",
+}
 GLYPH = {"error": "#1b1b1b"}  # everything else draws its glyph in white
 RIM = QColor(0, 0, 0, 150)
 HALO = QColor(255, 255, 255, 110)

@@ -24,11 +24,27 @@ class FakePortAudioError(Exception):
 class FakeStream:
     latency = 0.005
 
-    def __init__(self, sd, kind, device=None, channels=1, samplerate=16000, dtype="float32",
-                 blocksize=0, callback=None, finished_callback=None, latency=None):
+    def __init__(
+        self,
+        sd,
+        kind,
+        device=None,
+        channels=1,
+        samplerate=16000,
+        dtype="float32",
+        blocksize=0,
+        callback=None,
+        finished_callback=None,
+        latency=None,
+    ):
         if samplerate in sd.refuse_rates:
             raise FakePortAudioError(f"Invalid sample rate {samplerate}")
-        self.kind, self.device, self.samplerate, self.blocksize = kind, device, samplerate, blocksize
+        self.kind, self.device, self.samplerate, self.blocksize = (
+            kind,
+            device,
+            samplerate,
+            blocksize,
+        )
         self.callback, self.finished_callback = callback, finished_callback
         self.active = False
         sd.streams.append(self)
@@ -57,17 +73,30 @@ class FakeStream:
 
 
 class FakeSD:
-    def __init__(self, inputs=("Built-in Mic", "USB Headset"), outputs=("Speakers",),
-                 refuse_rates=()):
+    def __init__(
+        self, inputs=("Built-in Mic", "USB Headset"), outputs=("Speakers",), refuse_rates=()
+    ):
         self.devices = []
         for name in inputs:
-            self.devices.append({"name": name, "index": len(self.devices),
-                                 "max_input_channels": 1, "max_output_channels": 0,
-                                 "default_samplerate": 48000.0})
+            self.devices.append(
+                {
+                    "name": name,
+                    "index": len(self.devices),
+                    "max_input_channels": 1,
+                    "max_output_channels": 0,
+                    "default_samplerate": 48000.0,
+                }
+            )
         for name in outputs:
-            self.devices.append({"name": name, "index": len(self.devices),
-                                 "max_input_channels": 0, "max_output_channels": 2,
-                                 "default_samplerate": 48000.0})
+            self.devices.append(
+                {
+                    "name": name,
+                    "index": len(self.devices),
+                    "max_input_channels": 0,
+                    "max_output_channels": 2,
+                    "default_samplerate": 48000.0,
+                }
+            )
         self.refuse_rates = set(refuse_rates)
         self.streams: list[FakeStream] = []
 
@@ -121,6 +150,34 @@ def test_preroll_keeps_what_was_said_before_the_press():
     assert audio[0] <= t - 0.3 + 1e-3 and audio[-1] == pytest.approx(t + 1.0, abs=1e-3)
     assert 1.3 <= len(audio) / 16000 <= 1.35
     assert np.all(np.diff(audio) > 0)  # nothing lost, nothing twice
+
+
+def test_a_live_recording_is_passed_on_as_it_grows_preroll_first():
+    sd, clock = FakeSD(), Clock()
+    mic = Microphone(preroll_ms=300, sd=sd, clock=clock)
+    mic.open()
+    stream = sd.streams[-1]
+    t = feed_seconds(mic, stream, clock, 1.0)
+    chunks = []
+    mic.start_recording(on_chunk=chunks.append)
+    assert sum(len(c) for c in chunks) >= 0.3 * 16000  # the pre-roll, at once
+    feed_seconds(mic, stream, clock, 0.5, start_value=t)
+    audio = mic.stop_recording()
+    live = np.concatenate(chunks)
+    assert np.array_equal(live, audio)  # the same samples, in the same order
+    stream.feed(np.ones(320, np.float32))
+    assert len(np.concatenate(chunks)) == len(audio)  # nothing after the stop
+
+
+def test_a_live_recording_at_48khz_is_passed_on_at_16khz():
+    sd, clock = FakeSD(refuse_rates={16000}), Clock()
+    mic = Microphone(sd=sd, clock=clock)
+    mic.open()
+    chunks = []
+    mic.start_recording(since=clock.t, on_chunk=chunks.append)
+    feed_seconds(mic, sd.streams[-1], clock, 1.0, rate=48000, block=960)
+    mic.stop_recording()
+    assert sum(len(c) for c in chunks) == pytest.approx(16000, abs=400)
 
 
 def test_recording_since_a_moment_drops_older_preroll():

@@ -62,8 +62,14 @@ class FakePipeline:
         self.fed.setdefault(turn, []).append(pcm)
 
     def end_turn(self, turn, released_at=None):
-        self.submitted.append({"turn": turn, "released_at": released_at,
-                               "source": self.sources[turn], "fed": len(self.fed.get(turn, []))})
+        self.submitted.append(
+            {
+                "turn": turn,
+                "released_at": released_at,
+                "source": self.sources[turn],
+                "fed": len(self.fed.get(turn, [])),
+            }
+        )
 
     def interrupt(self):
         self.interrupts += 1
@@ -77,9 +83,17 @@ class FakePipeline:
             self.events.stage_state.emit(stage, "ready", stage)
 
     def finish(self, turn, reason="ok", error=""):
-        self.events.turn_finished.emit({"turn": turn, "reason": reason, "error": error,
-                                        "transcript": "hi", "reply": "hello", "spoken": "",
-                                        "timings_ms": {"release_to_first_audio": 500.0}})
+        self.events.turn_finished.emit(
+            {
+                "turn": turn,
+                "reason": reason,
+                "error": error,
+                "transcript": "hi",
+                "reply": "hello",
+                "spoken": "",
+                "timings_ms": {"release_to_first_audio": 500.0},
+            }
+        )
 
 
 @pytest.fixture

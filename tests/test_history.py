@@ -13,11 +13,23 @@ import pytest
 from s2s_desktop.history import Exchange, History
 
 
-def turn(transcript="What is the capital of France?", reply="Paris. It is lovely.",
-         spoken="Paris.", reason="ok", **kw):
-    return {"turn": 1, "transcript": transcript, "reply": reply, "spoken": spoken,
-            "reason": reason, "error": "", "timings_ms": {"release_to_first_audio": 812.5,
-                                                          "total": None}, **kw}
+def turn(
+    transcript="What is the capital of France?",
+    reply="Paris. It is lovely.",
+    spoken="Paris.",
+    reason="ok",
+    **kw,
+):
+    return {
+        "turn": 1,
+        "transcript": transcript,
+        "reply": reply,
+        "spoken": spoken,
+        "reason": reason,
+        "error": "",
+        "timings_ms": {"release_to_first_audio": 812.5, "total": None},
+        **kw,
+    }
 
 
 def test_turns_round_trip_and_come_back_in_order(tmp_path):
@@ -27,7 +39,9 @@ def test_turns_round_trip_and_come_back_in_order(tmp_path):
     loaded, problems = History(h.path).load()
     assert problems == []
     assert [(e.user, e.assistant) for e in loaded] == [
-        ("What is the capital of France?", "Paris. It is lovely."), ("And of Japan?", "Tokyo.")]
+        ("What is the capital of France?", "Paris. It is lovely."),
+        ("And of Japan?", "Tokyo."),
+    ]
     assert loaded[0].timings_ms == {"release_to_first_audio": 812.5}  # None timings dropped
     assert len(h.path.read_text().splitlines()) == 2
 
@@ -55,8 +69,10 @@ def test_the_file_is_private_to_the_user(tmp_path):
 def test_corrupt_lines_are_skipped_and_reported(tmp_path):
     path = tmp_path / "history.jsonl"
     good = Exchange("Hi", "Hello!").to_json()
-    path.write_bytes(b"\n".join([good.encode(), b"{not json", b"[1, 2]",
-                                 b"\xff\xfe binary", good.encode()]) + b"\n")
+    path.write_bytes(
+        b"\n".join([good.encode(), b"{not json", b"[1, 2]", b"\xff\xfe binary", good.encode()])
+        + b"\n"
+    )
     loaded, problems = History(path).load()
     assert [e.user for e in loaded] == ["Hi", "Hi"]
     assert len(problems) == 1 and "3 unreadable lines" in problems[0]
@@ -76,7 +92,7 @@ def test_a_torn_last_line_does_not_swallow_the_next_turn(tmp_path):
 
 def test_each_line_is_one_complete_json_object(tmp_path):
     h = History(tmp_path / "history.jsonl")
-    text = "Line one\nline two with \"quotes\" and ünïcode ✓"
+    text = 'Line one\nline two with "quotes" and ünïcode ✓'
     h.append(Exchange(text, text))
     raw = h.path.read_text(encoding="utf-8")
     assert raw.count("\n") == 1

@@ -20,22 +20,30 @@ from s2s_desktop.hotkey.listener import ComboTracker, key_name
 from tests.helpers.desktop_env import missing, xvfb
 
 
-@pytest.mark.parametrize("text, keys", [
-    ("ctrl+alt+space", {"ctrl", "alt", "space"}),
-    ("Control + Option + Space", {"ctrl", "alt", "space"}),
-    ("cmd+shift+F8", {"cmd", "shift", "f8"}),
-    ("super+a", {"cmd", "a"}),
-    ("ctrl_l+alt_r+Return", {"ctrl", "alt", "enter"}),
-    ("F9", {"f9"}),
-])
+@pytest.mark.parametrize(
+    "text, keys",
+    [
+        ("ctrl+alt+space", {"ctrl", "alt", "space"}),
+        ("Control + Option + Space", {"ctrl", "alt", "space"}),
+        ("cmd+shift+F8", {"cmd", "shift", "f8"}),
+        ("super+a", {"cmd", "a"}),
+        ("ctrl_l+alt_r+Return", {"ctrl", "alt", "enter"}),
+        ("F9", {"f9"}),
+    ],
+)
 def test_combos_parse_to_canonical_keys(text, keys):
     assert parse_combo(text) == keys
 
 
-@pytest.mark.parametrize("text, why", [
-    ("", "empty"), ("ctrl+banana", "unknown key 'banana'"), ("shift", "single modifier"),
-    ("+", "no keys"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("", "empty"),
+        ("ctrl+banana", "unknown key 'banana'"),
+        ("shift", "single modifier"),
+        ("+", "no keys"),
+    ],
+)
 def test_bad_combos_say_why(text, why):
     with pytest.raises(SettingsError, match=why):
         parse_combo(text)
@@ -68,9 +76,14 @@ def test_combo_tracker_reports_the_whole_combo_once():
 
 def test_the_helper_says_why_without_a_display():
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    res = subprocess.run([sys.executable, "-m", "s2s_desktop.hotkey.listener", "--combo",
-                          "ctrl+alt+space"], env=env, capture_output=True, text=True, timeout=60,
-                         input="")
+    res = subprocess.run(
+        [sys.executable, "-m", "s2s_desktop.hotkey.listener", "--combo", "ctrl+alt+space"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="",
+    )
     if sys.platform.startswith("linux"):
         assert res.returncode == 2
         assert res.stdout.startswith("error global hotkeys need an X11 display")
@@ -121,8 +134,9 @@ def need_pynput():
 
 
 def xdotool(display, *args):
-    subprocess.run(["xdotool", *args], env=dict(os.environ, DISPLAY=display), check=True,
-                   timeout=10)
+    subprocess.run(
+        ["xdotool", *args], env=dict(os.environ, DISPLAY=display), check=True, timeout=10
+    )
 
 
 def test_real_key_events_reach_the_app_and_pause_silences_them(qtbot, monkeypatch, display):
@@ -152,9 +166,13 @@ def test_real_key_events_reach_the_app_and_pause_silences_them(qtbot, monkeypatc
 
 def test_the_helper_exits_when_the_app_goes(display):
     need_pynput()
-    proc = subprocess.Popen([sys.executable, "-m", "s2s_desktop.hotkey.listener", "--combo",
-                             "ctrl+alt+space"], env=dict(os.environ, DISPLAY=display),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "s2s_desktop.hotkey.listener", "--combo", "ctrl+alt+space"],
+        env=dict(os.environ, DISPLAY=display),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().startswith("ready")
         proc.stdin.close()  # what happens to its stdin when the app dies

@@ -27,8 +27,13 @@ def isolated(monkeypatch, tmp_path):
 
 def cli(qtbot, *args, timeout_ms=30000) -> subprocess.CompletedProcess:
     """Run `python -m s2s_desktop ARGS` while this test's Qt event loop keeps answering."""
-    proc = subprocess.Popen([sys.executable, "-m", "s2s_desktop", *args], env=dict(os.environ),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "s2s_desktop", *args],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         qtbot.waitUntil(lambda: proc.poll() is not None, timeout=timeout_ms)
     finally:
@@ -40,8 +45,13 @@ def cli(qtbot, *args, timeout_ms=30000) -> subprocess.CompletedProcess:
 
 def test_commands_without_a_running_app_say_so(isolated):
     for command in (["status"], ["toggle"], ["status", "--json"]):
-        res = subprocess.run([sys.executable, "-m", "s2s_desktop", *command], env=dict(os.environ),
-                             capture_output=True, text=True, timeout=60)
+        res = subprocess.run(
+            [sys.executable, "-m", "s2s_desktop", *command],
+            env=dict(os.environ),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert res.returncode == 1
         assert "s2s-desktop is not running" in res.stderr and "start it" in res.stderr
 
@@ -76,8 +86,9 @@ def test_the_socket_is_private_to_the_user(qtbot, isolated):
 
 def test_requests_are_json_lines_and_bad_ones_are_refused(qtbot, isolated):
     calls = []
-    server = ipc.CommandServer({"toggle": lambda req: calls.append(req) or {"state": "x"},
-                                "boom": lambda req: 1 / 0})
+    server = ipc.CommandServer(
+        {"toggle": lambda req: calls.append(req) or {"state": "x"}, "boom": lambda req: 1 / 0}
+    )
     assert server.dispatch(b'{"command": "toggle"}') == {"ok": True, "state": "x"}
     assert calls == [{"command": "toggle"}]
     assert server.dispatch(b"not json")["ok"] is False

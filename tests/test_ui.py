@@ -8,7 +8,7 @@ import sys
 import types
 
 import pytest
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 
@@ -42,13 +42,20 @@ def desktop(qtbot, monkeypatch, tmp_path):
     monkeypatch.setenv("S2S_DATA_DIR", str(tmp_path / "data"))
     made = []
 
-    def make(use_tray=True, reply="Paris is the capital of France.", heard="Capital of France?",
-             mic=None, word_delay=0.0, expect="idle"):
+    def make(
+        use_tray=True,
+        reply="Paris is the capital of France.",
+        heard="Capital of France?",
+        mic=None,
+        word_delay=0.0,
+        expect="idle",
+    ):
         s = scripted.settings(reply=reply, heard=heard, word_delay=word_delay)
         s.hotkey.enabled = False
         s.audio.min_press_ms = 100
-        app = DesktopApp(FakeQApp(), s, use_tray=use_tray, mic=mic or FakeMicrophone(),
-                         speaker=CaptureSink())
+        app = DesktopApp(
+            FakeQApp(), s, use_tray=use_tray, mic=mic or FakeMicrophone(), speaker=CaptureSink()
+        )
         assert app.start()
         made.append(app)
         qtbot.waitUntil(lambda: app.controller.state == expect, timeout=10000)
@@ -90,17 +97,22 @@ def test_tray_menu_has_the_controls_in_order(qapp):
     actions = AppActions()
     tray = TrayIcon(actions)
     texts = [a.text() for a in tray.menu.actions() if not a.isSeparator()]
-    assert texts == ["Talk", "Conversation…", "Settings…", "Models…", "Pause Hotkey", "Quit"]
+    assert texts[1:] == ["Talk", "Conversation…", "Settings…", "Models…", "Pause Hotkey", "Quit"]
+    assert not tray.status_action.isEnabled() and "Loading models" in texts[0]
     assert not actions.talk.isEnabled()  # loading: nothing to talk to yet
     key = tray.icon().cacheKey()
+    tray.show_state("error", "llm failed to load: model not found")
+    assert tray.status_action.text() == "Problem — llm failed to load: model not found"
     tray.show_state("listening", "Listening…")
     assert tray.icon().cacheKey() != key
     assert actions.talk.text() == "Stop and Send" and actions.talk.isEnabled()
 
 
 def test_tooltip_says_what_is_happening_and_what_failed():
-    assert tooltip_text("loading", "2 of 4 ready, loading llm, tts") == \
-        "s2s-desktop — Loading models\n2 of 4 ready, loading llm, tts"
+    assert (
+        tooltip_text("loading", "2 of 4 ready, loading llm, tts")
+        == "s2s-desktop — Loading models\n2 of 4 ready, loading llm, tts"
+    )
     tip = tooltip_text("error", "llm failed to load: model not found at /x")
     assert "Problem" in tip and "model not found" in tip
     hk = {"combo": "ctrl+alt+space", "mode": "hold", "available": True, "paused": False}
@@ -129,8 +141,9 @@ def test_history_is_shown_again_and_remembered_at_the_next_start(qtbot, desktop,
     first.shutdown()
     second = desktop(reply="Tokyo.")
     assert "Paris is the capital of France." in second.window.view.toPlainText()
-    assert second.conversation.exchanges() == [("Capital of France?",
-                                                "Paris is the capital of France.")]
+    assert second.conversation.exchanges() == [
+        ("Capital of France?", "Paris is the capital of France.")
+    ]
     talk_from_tray(qtbot, second)
     prompt = second.pipeline.llm.engine.seen[-1]  # the LLM saw the earlier run's exchange
     assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]
@@ -171,15 +184,18 @@ def test_menu_actions_pause_quit_and_missing_dialogs(qtbot, desktop, monkeypatch
     assert app.qapp.quits == 1
 
 
-def test_settings_dialog_is_opened_and_its_settings_are_applied(qtbot, desktop, monkeypatch):
+def test_settings_dialog_edits_the_saved_settings_and_they_are_applied(qtbot, desktop, monkeypatch):
+    from s2s_desktop import config
+
     app = desktop()
+    config.save(app.settings)  # what the user saved earlier
+    app.launch_overrides = {"llm.max_new_tokens": "7"}  # this launch's --set
 
     class FakeDialog(QObject):
-        applied = Signal(object)
-
-        def __init__(self, settings):
+        def __init__(self, settings, on_apply=None, events=None):
             super().__init__()
-            self.settings, self.visible = settings, False
+            self.settings, self.on_apply, self.events = settings, on_apply, events
+            self.visible = False
 
         def show(self):
             self.visible = True
@@ -195,15 +211,17 @@ def test_settings_dialog_is_opened_and_its_settings_are_applied(qtbot, desktop, 
     monkeypatch.setitem(sys.modules, "s2s_desktop.ui.settings_dialog", module)
     app.actions.settings.trigger()
     dialog = app._dialogs["settings"]
-    assert dialog.visible and dialog.settings is not app.settings  # it edits a copy
+    assert dialog.visible and dialog.events is app.pipeline.events
+    assert dialog.settings.llm.max_new_tokens == 200  # the saved value, not this launch's
     new = dialog.settings.copy()
     new.llm.model = "Tokyo is the capital of Japan."
     new.audio.max_record_s = 30.0
-    dialog.applied.emit(new)
+    assert dialog.on_apply(new) == ["llm"]  # only the changed stage reloads
     assert app.controller.settings.audio.max_record_s == 30.0
-    qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)  # llm reloaded
+    assert app.settings.llm.max_new_tokens == 7  # --set still wins for this launch
+    qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
     talk_from_tray(qtbot, app)
-    assert "Tokyo is the capital of Japan." in app.window.view.toPlainText()
+    assert "Tokyo is the capital" in app.window.view.toPlainText()
 
 
 def test_a_missing_microphone_is_an_error_state_and_the_app_keeps_running(qtbot, desktop):
@@ -252,10 +270,21 @@ def test_conversation_window_streams_copies_and_clears_for_real(qtbot, tmp_path,
         win.on_reply_delta(7, delta)
     qtbot.waitUntil(lambda: "is Paris." in win.view.toPlainText(), timeout=2000)
     assert "▍" in win.view.toPlainText()  # still streaming
-    win.on_turn_finished({"turn": 7, "transcript": "What is the capital of France?",
-                          "reply": "The capital of France is Paris.", "spoken": "", "reason": "ok",
-                          "timings_ms": {"release_to_first_audio": 734.0, "stt": 120.0,
-                                         "llm_first_token": 90.0, "total": 2500.0}})
+    win.on_turn_finished(
+        {
+            "turn": 7,
+            "transcript": "What is the capital of France?",
+            "reply": "The capital of France is Paris.",
+            "spoken": "",
+            "reason": "ok",
+            "timings_ms": {
+                "release_to_first_audio": 734.0,
+                "stt": 120.0,
+                "llm_first_token": 90.0,
+                "total": 2500.0,
+            },
+        }
+    )
     qtbot.waitUntil(lambda: "first audio 734 ms" in win.view.toPlainText(), timeout=2000)
     assert "total 2.5 s" in win.view.toPlainText()
 
@@ -264,11 +293,9 @@ def test_conversation_window_streams_copies_and_clears_for_real(qtbot, tmp_path,
     assert copied.startswith("You: Earlier question\nAssistant: Earlier answer")
     assert "Assistant: The capital of France is Paris." in copied
 
-    monkeypatch.setattr(QMessageBox, "question",
-                        lambda *a, **k: QMessageBox.StandardButton.No)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.No)
     assert not win.clear(confirm=True) and history.path.exists()
-    monkeypatch.setattr(QMessageBox, "question",
-                        lambda *a, **k: QMessageBox.StandardButton.Yes)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     assert win.clear(confirm=True)
     assert not history.path.exists() and conversation.exchanges() == []
     assert "Earlier" not in win.view.toPlainText()
@@ -281,8 +308,16 @@ def test_turns_with_nothing_heard_leave_no_trace(qtbot):
     win.on_turn_finished({"turn": 3, "transcript": "", "reason": "no speech"})
     assert win.entries == {}
     win.on_transcript(4, "Hello?")
-    win.on_turn_finished({"turn": 4, "transcript": "Hello?", "reply": "", "spoken": "",
-                          "reason": "error", "error": "llm failed: boom"})
+    win.on_turn_finished(
+        {
+            "turn": 4,
+            "transcript": "Hello?",
+            "reply": "",
+            "spoken": "",
+            "reason": "error",
+            "error": "llm failed: boom",
+        }
+    )
     win.render()
     assert "llm failed: boom" in win.view.toPlainText()
 
@@ -296,3 +331,18 @@ def test_floating_window_meter_follows_the_level(qtbot):
     qtbot.waitUntil(lambda: win.meter.value() > 50, timeout=1000)
     win.show_state("thinking", "Thinking…")
     assert not win.meter.isVisible() and win.meter.value() == 0
+
+
+def test_the_real_settings_dialog_and_model_manager_open(qtbot, desktop):
+    pytest.importorskip("s2s_desktop.ui.settings_dialog")
+    pytest.importorskip("s2s_desktop.ui.model_manager")
+    app = desktop()
+    app.actions.settings.trigger()
+    app.actions.models.trigger()
+    dialog, models = app._dialogs["settings"], app._dialogs["models"]
+    assert type(dialog).__name__ == "SettingsDialog" and dialog.isVisible()
+    assert type(models).__name__ == "ModelManagerWindow" and models.isVisible()
+    app.actions.settings.trigger()  # a second time: the same window, raised
+    assert app._dialogs["settings"] is dialog
+    dialog.close()
+    models.close()

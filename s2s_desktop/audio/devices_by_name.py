@@ -16,8 +16,9 @@ def import_sounddevice():
             "apt-get install libportaudio2) and restart s2s-desktop"
         ) from None
     except ImportError:
-        raise AudioDeviceError("the sounddevice package is missing: pip install sounddevice") \
-            from None
+        raise AudioDeviceError(
+            "the sounddevice package is missing: pip install sounddevice"
+        ) from None
     return sounddevice
 
 
@@ -34,15 +35,18 @@ def find_device(sd, name: str, kind: str) -> tuple[int | None, str]:
         raise AudioDeviceError(f"no audio devices are available ({exc})") from None
     if not devices:
         raise AudioDeviceError(
-            f"no {what} found: connect one (or start the sound server) and try again")
+            f"no {what} found: connect one (or start the sound server) and try again"
+        )
     if not name:
         return None, ""
     for match in (lambda d: d["name"] == name, lambda d: name.lower() in d["name"].lower()):
         for dev in devices:
             if match(dev):
                 return int(dev["index"]), ""
-    return None, (f"The {what} '{name}' is not connected; using the default {what} instead "
-                  "(choose another in Settings…)")
+    return None, (
+        f"The {what} '{name}' is not connected; using the default {what} instead "
+        "(choose another in Settings…)"
+    )
 
 
 def device_label(sd, index: int | None, kind: str) -> str:

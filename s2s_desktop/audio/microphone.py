@@ -22,9 +22,16 @@ STALL_S = 1.0  # no audio callback for this long while open ⇒ the device is go
 
 
 class Microphone:
-    def __init__(self, device_name: str = "", preroll_ms: int = 500, max_record_s: float = 120.0,
-                 on_notice: Callable[[str], None] | None = None, sd=None, block_ms: int = 20,
-                 clock=time.monotonic):
+    def __init__(
+        self,
+        device_name: str = "",
+        preroll_ms: int = 500,
+        max_record_s: float = 120.0,
+        on_notice: Callable[[str], None] | None = None,
+        sd=None,
+        block_ms: int = 20,
+        clock=time.monotonic,
+    ):
         self.device_name = device_name
         self.preroll_s = max(0.3, preroll_ms / 1000)  # at least 300 ms before the press
         self.max_record_s = max_record_s
@@ -62,10 +69,15 @@ class Microphone:
             try:
                 if rate is None:
                     rate = int(sd.query_devices(index, kind="input")["default_samplerate"])
-                stream = sd.InputStream(device=index, channels=1, samplerate=rate,
-                                        dtype="float32", blocksize=int(rate * self._block_ms / 1000),
-                                        callback=self._callback,
-                                        finished_callback=self._finished)
+                stream = sd.InputStream(
+                    device=index,
+                    channels=1,
+                    samplerate=rate,
+                    dtype="float32",
+                    blocksize=int(rate * self._block_ms / 1000),
+                    callback=self._callback,
+                    finished_callback=self._finished,
+                )
                 stream.start()
                 break
             except Exception as exc:  # PortAudioError, ValueError for a bad rate
@@ -79,7 +91,8 @@ class Microphone:
         if stream is None:
             raise AudioDeviceError(
                 f"cannot open the microphone ({'; '.join(errors)}): check that it is "
-                "connected and not used by another program, or choose another in Settings…")
+                "connected and not used by another program, or choose another in Settings…"
+            )
         with self._lock:
             self._stream, self.rate = stream, rate
             self._ring.clear()
@@ -129,8 +142,9 @@ class Microphone:
             self._lost = "the microphone stopped (was it unplugged?)"
 
     # ------------------------------------------------------------------ recording
-    def start_recording(self, since: float | None = None,
-                        on_chunk: Callable[[np.ndarray], None] | None = None) -> None:
+    def start_recording(
+        self, since: float | None = None, on_chunk: Callable[[np.ndarray], None] | None = None
+    ) -> None:
         """Begin a recording that starts with up to the pre-roll of audio already heard
         (none from before `since`). `on_chunk` gets the recording as it grows, 16 kHz mono,
         pre-roll first (from the audio thread). Opens the device on first use or after a loss."""
@@ -146,8 +160,7 @@ class Microphone:
             if on_chunk is not None and self.rate != SAMPLE_RATE:
                 import soxr
 
-                self._resampler = soxr.ResampleStream(self.rate, SAMPLE_RATE, 1,
-                                                      dtype="float32")
+                self._resampler = soxr.ResampleStream(self.rate, SAMPLE_RATE, 1, dtype="float32")
             for block in blocks:
                 self._pass_on(block)
 

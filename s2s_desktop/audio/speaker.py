@@ -19,8 +19,13 @@ log = logging.getLogger(__name__)
 
 
 class SpeakerSink(AudioSink):
-    def __init__(self, device_name: str = "", on_notice: Callable[[str], None] | None = None,
-                 sd=None, block_ms: int = 20):
+    def __init__(
+        self,
+        device_name: str = "",
+        on_notice: Callable[[str], None] | None = None,
+        sd=None,
+        block_ms: int = 20,
+    ):
         self.device_name = device_name
         self.on_notice = on_notice
         self._sd = sd
@@ -52,11 +57,16 @@ class SpeakerSink(AudioSink):
             try:
                 if rate is None:
                     rate = int(sd.query_devices(index, kind="output")["default_samplerate"])
-                stream = sd.OutputStream(device=index, channels=1, samplerate=rate,
-                                         dtype="float32", latency="low",
-                                         blocksize=int(rate * self._block_ms / 1000),
-                                         callback=self._callback,
-                                         finished_callback=self._finished)
+                stream = sd.OutputStream(
+                    device=index,
+                    channels=1,
+                    samplerate=rate,
+                    dtype="float32",
+                    latency="low",
+                    blocksize=int(rate * self._block_ms / 1000),
+                    callback=self._callback,
+                    finished_callback=self._finished,
+                )
                 stream.start()
             except Exception as exc:  # PortAudioError, or a rate the device refuses
                 errors.append(str(exc))
@@ -73,7 +83,8 @@ class SpeakerSink(AudioSink):
             return
         raise AudioDeviceError(
             f"cannot open the speaker ({'; '.join(errors)}): check that it is connected, or "
-            "choose another in Settings…")
+            "choose another in Settings…"
+        )
 
     def _close_stream(self) -> None:
         with self._lock:
@@ -93,7 +104,7 @@ class SpeakerSink(AudioSink):
                 item = self._queue[0]
                 turn, pcm, offset = item
                 n = min(frames - filled, len(pcm) - offset)
-                out[filled:filled + n] = pcm[offset:offset + n]
+                out[filled : filled + n] = pcm[offset : offset + n]
                 filled += n
                 item[2] += n
                 self._pending[turn] = self._pending.get(turn, 0) - n

@@ -225,9 +225,11 @@ def server_message(raw: bytes) -> str:
         data = json.loads(text)
     except ValueError:
         return text[:200] or "no details"
-    if isinstance(data, dict):
-        err = data.get("error", data.get("detail", data))
-        if isinstance(err, dict):
-            err = err.get("message") or err.get("detail") or err
-        return str(err)[:200]
-    return text[:200]
+    for _ in range(4):  # unwrap {"detail": {"error": {"message": ...}}} and the like
+        if not isinstance(data, dict):
+            break
+        inner = next((data[k] for k in ("message", "error", "detail") if k in data), None)
+        if inner is None:
+            break
+        data = inner
+    return str(data)[:200]

@@ -16,15 +16,18 @@ from .combo import format_combo, parse_combo
 
 log = logging.getLogger(__name__)
 
-FALLBACK = ("use Talk in the tray menu, or bind a system shortcut to `s2s-desktop toggle` "
-            "(or talk-start / talk-stop for hold-to-talk)")
+FALLBACK = (
+    "use Talk in the tray menu, or bind a system shortcut to `s2s-desktop toggle` "
+    "(or talk-start / talk-stop for hold-to-talk)"
+)
 MAX_RESTARTS = 3
 
 
 def wayland_session() -> bool:
     return sys.platform.startswith("linux") and (
         os.environ.get("XDG_SESSION_TYPE", "").lower() == "wayland"
-        or (bool(os.environ.get("WAYLAND_DISPLAY")) and not os.environ.get("DISPLAY")))
+        or (bool(os.environ.get("WAYLAND_DISPLAY")) and not os.environ.get("DISPLAY"))
+    )
 
 
 def helper_command(combo: str) -> list[str]:
@@ -52,9 +55,14 @@ class HotkeyClient(QObject):
         self._stopping = False
 
     def info(self) -> dict:
-        return {"combo": self.combo or self.settings.combo, "mode": self.settings.mode,
-                "enabled": self.settings.enabled, "paused": self.paused,
-                "available": self.available, "problem": self.problem}
+        return {
+            "combo": self.combo or self.settings.combo,
+            "mode": self.settings.mode,
+            "enabled": self.settings.enabled,
+            "paused": self.paused,
+            "available": self.available,
+            "problem": self.problem,
+        }
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -156,5 +164,8 @@ class HotkeyClient(QObject):
 
     def _process_error(self, error) -> None:
         if error == QProcess.ProcessError.FailedToStart:
-            self._give_up(f"the hotkey helper could not start ({self._proc.errorString()})"
-                          if self._proc else "the hotkey helper could not start")
+            self._give_up(
+                f"the hotkey helper could not start ({self._proc.errorString()})"
+                if self._proc
+                else "the hotkey helper could not start"
+            )

@@ -6,18 +6,57 @@ from ..errors import SettingsError
 
 MODIFIERS = ("ctrl", "alt", "shift", "cmd")
 ALIASES = {
-    "control": "ctrl", "ctl": "ctrl", "option": "alt", "opt": "alt", "altgr": "alt",
-    "alt_gr": "alt", "super": "cmd", "win": "cmd", "windows": "cmd", "meta": "cmd",
-    "command": "cmd", "escape": "esc", "return": "enter", "spacebar": "space",
-    "del": "delete", "ins": "insert", "pgup": "page_up", "pgdn": "page_down",
-    "pageup": "page_up", "pagedown": "page_down", "capslock": "caps_lock",
-    "scrolllock": "scroll_lock", "printscreen": "print_screen", "prtsc": "print_screen",
+    "control": "ctrl",
+    "ctl": "ctrl",
+    "option": "alt",
+    "opt": "alt",
+    "altgr": "alt",
+    "alt_gr": "alt",
+    "super": "cmd",
+    "win": "cmd",
+    "windows": "cmd",
+    "meta": "cmd",
+    "command": "cmd",
+    "escape": "esc",
+    "return": "enter",
+    "spacebar": "space",
+    "del": "delete",
+    "ins": "insert",
+    "pgup": "page_up",
+    "pgdn": "page_down",
+    "pageup": "page_up",
+    "pagedown": "page_down",
+    "capslock": "caps_lock",
+    "scrolllock": "scroll_lock",
+    "printscreen": "print_screen",
+    "prtsc": "print_screen",
 }
 NAMED_KEYS = {
-    "space", "enter", "tab", "esc", "backspace", "delete", "insert", "home", "end", "page_up",
-    "page_down", "up", "down", "left", "right", "caps_lock", "scroll_lock", "pause",
-    "print_screen", "menu", "num_lock", *(f"f{i}" for i in range(1, 25)),
-    "media_play_pause", "media_next", "media_previous",
+    "space",
+    "enter",
+    "tab",
+    "esc",
+    "backspace",
+    "delete",
+    "insert",
+    "home",
+    "end",
+    "page_up",
+    "page_down",
+    "up",
+    "down",
+    "left",
+    "right",
+    "caps_lock",
+    "scroll_lock",
+    "pause",
+    "print_screen",
+    "menu",
+    "num_lock",
+    *(f"f{i}" for i in range(1, 25)),
+    "media_play_pause",
+    "media_next",
+    "media_previous",
 }
 
 
@@ -31,7 +70,7 @@ def normalize_key(name: str) -> str:
 
 
 def parse_combo(text: str) -> frozenset[str]:
-    """"ctrl+alt+space" → {"ctrl", "alt", "space"}. Raises SettingsError for a bad combo."""
+    """ "ctrl+alt+space" → {"ctrl", "alt", "space"}. Raises SettingsError for a bad combo."""
     if not text or not text.strip():
         raise SettingsError("hotkey.combo is empty: use something like ctrl+alt+space")
     parts = text.split("+")
@@ -43,13 +82,15 @@ def parse_combo(text: str) -> frozenset[str]:
         if key not in MODIFIERS and key not in NAMED_KEYS and len(key) != 1:
             raise SettingsError(
                 f"hotkey.combo: unknown key '{part.strip()}' in '{text}' "
-                "(use names like ctrl, alt, shift, cmd, space, f8, a)")
+                "(use names like ctrl, alt, shift, cmd, space, f8, a)"
+            )
         keys.add(key)
     if not keys:
         raise SettingsError(f"hotkey.combo: no keys in '{text}'")
     if keys <= set(MODIFIERS) and len(keys) < 2:
-        raise SettingsError(f"hotkey.combo '{text}' is a single modifier: add a key, "
-                            "e.g. ctrl+alt+space")
+        raise SettingsError(
+            f"hotkey.combo '{text}' is a single modifier: add a key, e.g. ctrl+alt+space"
+        )
     return frozenset(keys)
 
 

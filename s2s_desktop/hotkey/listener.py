@@ -125,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         _emit(f"error the keyboard cannot be watched ({type(exc).__name__}: {exc})")
         return 2
     if getattr(listener, "IS_TRUSTED", True) is False:  # macOS without Accessibility access
-        _emit("error allow s2s-desktop under System Settings → Privacy & Security → "
-              "Accessibility (or Input Monitoring), then restart it")
+        _emit(
+            "error allow s2s-desktop under System Settings → Privacy & Security → "
+            "Accessibility (or Input Monitoring), then restart it"
+        )
         return 2
     _emit(f"ready {format_combo(combo)}")
     listener.join()

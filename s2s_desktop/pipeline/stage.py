@@ -56,10 +56,11 @@ class Stage(QThread):
         started = time.monotonic()
         try:
             device = devices.resolve_device(self.name, self.settings)
+            # loads and warms up; a GPU failure falls back to CPU with a notice
             self.engine = devices.load_with_fallback(
-                self.make_engine, device, lambda text: self.events.notice.emit(text)
+                self.make_engine, device, lambda text: self.events.notice.emit(text),
+                label=f"{self.name} ({self.section().backend})",
             )
-            self.engine.warmup()
             self.load_s = time.monotonic() - started
             self.load_error = ""
             self.events.stage_state.emit(self.name, "ready", self.engine.describe())

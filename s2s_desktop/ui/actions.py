@@ -8,8 +8,11 @@ from PySide6.QtGui import QAction
 
 from ..controller import LISTENING, SPEAKING, THINKING
 
-TALK_LABELS = {LISTENING: "Stop and Send", THINKING: "Talk (interrupts)",
-               SPEAKING: "Talk (interrupts)"}
+TALK_LABELS = {
+    LISTENING: "Stop and Send",
+    THINKING: "Talk (interrupts)",
+    SPEAKING: "Talk (interrupts)",
+}
 
 
 class AppActions(QObject):
@@ -25,8 +28,14 @@ class AppActions(QObject):
         self.pause_hotkey.setToolTip("Ignore the global hotkey until unchecked")
 
     def all(self) -> list[QAction]:
-        return [self.talk, self.conversation, self.settings, self.models, self.pause_hotkey,
-                self.quit]
+        return [
+            self.talk,
+            self.conversation,
+            self.settings,
+            self.models,
+            self.pause_hotkey,
+            self.quit,
+        ]
 
     def show_state(self, state: str) -> None:
         self.talk.setText(TALK_LABELS.get(state, "Talk"))

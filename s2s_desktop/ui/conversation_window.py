@@ -48,8 +48,13 @@ def latency_line(t: dict) -> str:
 class ConversationWindow(QWidget):
     cleared = Signal()
 
-    def __init__(self, history: History | None = None, conversation=None,
-                 earlier: list[Exchange] | None = None, parent=None):
+    def __init__(
+        self,
+        history: History | None = None,
+        conversation=None,
+        earlier: list[Exchange] | None = None,
+        parent=None,
+    ):
         super().__init__(parent)
         self.setWindowTitle("s2s-desktop — Conversation")
         self.setWindowIcon(state_icon("idle"))
@@ -58,8 +63,9 @@ class ConversationWindow(QWidget):
         self.conversation = conversation
         self.entries: dict[object, Entry] = {}
         for i, ex in enumerate(earlier or []):
-            self.entries[("h", i)] = Entry(ex.user, ex.assistant, ex.reason or "ok",
-                                           ex.timings_ms, ex.time, ex.error)
+            self.entries[("h", i)] = Entry(
+                ex.user, ex.assistant, ex.reason or "ok", ex.timings_ms, ex.time, ex.error
+            )
 
         self.view = QTextBrowser()
         self.view.setOpenLinks(False)
@@ -85,8 +91,13 @@ class ConversationWindow(QWidget):
 
     # ------------------------------------------------------------------ pipeline news
     def on_transcript(self, turn: int, text: str) -> None:
-        self._entry(turn).user = text
-        self._changed()
+        """The final transcript, or (while the key is held) what was heard so far."""
+        entry = self.entries.get(turn)
+        if entry is not None and entry.reason:
+            return  # a late partial for a finished turn
+        if text or entry is not None:
+            self._entry(turn).user = text
+            self._changed()
 
     def on_reply_delta(self, turn: int, delta: str) -> None:
         self._entry(turn).assistant += delta
@@ -106,8 +117,11 @@ class ConversationWindow(QWidget):
         entry.error = rec.get("error", "")
         entry.timings_ms = rec.get("timings_ms") or {}
         # an interrupted reply is kept as far as it was spoken
-        entry.assistant = rec.get("spoken", "") if reason == "interrupted" else \
-            (rec.get("reply") or entry.assistant)
+        entry.assistant = (
+            rec.get("spoken", "")
+            if reason == "interrupted"
+            else (rec.get("reply") or entry.assistant)
+        )
         self._render_timer.stop()
         self.render()  # the turn is over: nothing more to coalesce
 
@@ -124,8 +138,10 @@ class ConversationWindow(QWidget):
         for e in self.entries.values():
             out.append(f"You: {e.user}")
             if e.assistant or e.reason:
-                out.append(f"Assistant: {e.assistant}" +
-                           (" [interrupted]" if e.reason == "interrupted" else ""))
+                out.append(
+                    f"Assistant: {e.assistant}"
+                    + (" [interrupted]" if e.reason == "interrupted" else "")
+                )
             out.append("")
         return "\n".join(out).strip() + ("\n" if out else "")
 
@@ -137,8 +153,10 @@ class ConversationWindow(QWidget):
     def clear(self, confirm: bool = True) -> bool:
         if confirm and self.entries:
             answer = QMessageBox.question(
-                self, "Clear the conversation?",
-                "This forgets the whole conversation, including the saved history.")
+                self,
+                "Clear the conversation?",
+                "This forgets the whole conversation, including the saved history.",
+            )
             if answer != QMessageBox.StandardButton.Yes:
                 return False
         self.entries.clear()
@@ -165,8 +183,10 @@ class ConversationWindow(QWidget):
         bar = self.view.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 4
         if not self.entries:
-            body = ("<p style='color:gray'>Hold the hotkey (or choose Talk) and ask "
-                    "something. The conversation appears here.</p>")
+            body = (
+                "<p style='color:gray'>Hold the hotkey (or choose Talk) and ask "
+                "something. The conversation appears here.</p>"
+            )
         else:
             body = "".join(self._entry_html(e) for e in self.entries.values())
         self.view.setHtml(f"<html><body>{body}</body></html>")
@@ -179,8 +199,10 @@ class ConversationWindow(QWidget):
             return html.escape(text).replace("\n", "<br>")
 
         when = time.strftime("%H:%M", time.localtime(e.when))
-        parts = [f"<p><b>You</b> <span style='color:gray'>{when}</span><br>"
-                 f"{esc(e.user) or '<i>…</i>'}</p>"]
+        parts = [
+            f"<p><b>You</b> <span style='color:gray'>{when}</span><br>"
+            f"{esc(e.user) or '<i>…</i>'}</p>"
+        ]
         reply = esc(e.assistant.strip())
         if e.reason == "":
             reply = (reply + " ▍") if reply else "<i style='color:gray'>thinking…</i>"

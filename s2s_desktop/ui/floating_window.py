@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 
 from .actions import AppActions
 from .icons import state_icon
-from .tray import STATE_WORDS
+from .tray import STATE_WORDS, tooltip_text
 
 
 class FloatingWindow(QWidget):
@@ -57,8 +57,13 @@ class FloatingWindow(QWidget):
         top.addLayout(words, 1)
         tools = QHBoxLayout()
         self.tool_buttons = {}
-        for action in (actions.conversation, actions.settings, actions.models,
-                       actions.pause_hotkey, actions.quit):
+        for action in (
+            actions.conversation,
+            actions.settings,
+            actions.models,
+            actions.pause_hotkey,
+            actions.quit,
+        ):
             button = QToolButton()
             button.setDefaultAction(action)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
@@ -77,11 +82,17 @@ class FloatingWindow(QWidget):
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
         self.icon.setPixmap(state_icon(state).pixmap(32, 32))
         self.state_label.setText(STATE_WORDS.get(state, state))
-        self.detail_label.setText("" if detail == "Ready" else detail)
+        # the detail line: what failed, the loading progress, or how to talk
+        lines = tooltip_text(state, detail, hotkey).split("\n")[1:]
+        self.detail_label.setText("\n".join(lines))
         self.talk.setEnabled(state != "loading")
-        self.talk.setText({"listening": "Listening… (release to send)",
-                           "thinking": "Talk (interrupts)",
-                           "speaking": "Talk (interrupts)"}.get(state, "Talk"))
+        self.talk.setText(
+            {
+                "listening": "Listening… (release to send)",
+                "thinking": "Talk (interrupts)",
+                "speaking": "Talk (interrupts)",
+            }.get(state, "Talk")
+        )
         listening = state == "listening"
         self.meter.setVisible(listening)
         if listening and self._level is not None:

@@ -8,8 +8,14 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 from .actions import AppActions
 from .icons import state_icon
 
-STATE_WORDS = {"idle": "Ready", "listening": "Listening", "thinking": "Thinking",
-               "speaking": "Speaking", "error": "Problem", "loading": "Loading models"}
+STATE_WORDS = {
+    "idle": "Ready",
+    "listening": "Listening",
+    "thinking": "Thinking",
+    "speaking": "Speaking",
+    "error": "Problem",
+    "loading": "Loading models",
+}
 
 
 def tooltip_text(state: str, detail: str, hotkey: dict | None = None) -> str:
@@ -32,6 +38,10 @@ class TrayIcon(QSystemTrayIcon):
         super().__init__(parent)
         self.actions = actions
         self.menu = QMenu()
+        # the state, first and greyed: menu bars that never show tooltips (macOS) still say it
+        self.status_action = self.menu.addAction("s2s-desktop")
+        self.status_action.setEnabled(False)
+        self.menu.addSeparator()
         for action in actions.all():
             if action is actions.pause_hotkey or action is actions.quit:
                 self.menu.addSeparator()
@@ -46,12 +56,19 @@ class TrayIcon(QSystemTrayIcon):
             self.setIcon(state_icon(state))
             self.state = state
         self.actions.show_state(state)
-        self.setToolTip(tooltip_text(state, detail, hotkey))
+        text = tooltip_text(state, detail, hotkey)
+        self.setToolTip(text)
+        self.status_action.setText(
+            " — ".join(text.split("\n")[:2]).replace("s2s-desktop — ", "", 1)
+        )
 
     def show_notice(self, text: str, error: bool = False) -> None:
         if self.isVisible() and self.supportsMessages():
-            icon = QSystemTrayIcon.MessageIcon.Warning if error else \
-                QSystemTrayIcon.MessageIcon.Information
+            icon = (
+                QSystemTrayIcon.MessageIcon.Warning
+                if error
+                else QSystemTrayIcon.MessageIcon.Information
+            )
             self.showMessage("s2s-desktop", text, icon, 6000)
 
     def _activated(self, reason) -> None:

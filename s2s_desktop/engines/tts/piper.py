@@ -106,6 +106,10 @@ class PiperTTS(TTSEngine):
             )
         except Exception as exc:  # onnxruntime raises its own, unexported exception types
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else repr(exc)
+            if self.device.startswith("cuda") and any(
+                k in str(exc) for k in ("CUDA", "cuda", "cuDNN", "out of memory")
+            ):  # a GPU failure, not a bad file: let the stage fall back to the CPU
+                raise DeviceUnavailable(f"piper could not use {self.device} ({reason})") from exc
             raise ModelLoadError(
                 f"piper voice {onnx_path.name} could not be loaded ({reason}): "
                 "the file may be truncated or corrupt; download it again"
