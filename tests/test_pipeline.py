@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
+from s2s_desktop.audio.sink import CaptureSink
 from s2s_desktop.pipeline.runner import HeadlessSession
 from tests.helpers import scripted_engines as scripted
 
@@ -218,3 +219,84 @@ def test_a_tap_with_nothing_recorded_is_no_speech(session_factory):
     turn = session.pipeline.begin_turn()
     session.pipeline.end_turn(turn)
     assert session.wait(turn, 10)["reason"] == "no speech"
+
+
+class _SinkThatDies(CaptureSink):
+    """An output device that goes away after a few chunks of the first turn."""
+
+    def __init__(self, after: int):
+        super().__init__()
+        self.after, self.played, self.dead = after, 0, True
+
+    def play(self, pcm, sample_rate, turn):
+        from s2s_desktop.errors import AudioDeviceError
+
+        self.played += 1
+        if self.dead and self.played > self.after:
+            raise AudioDeviceError("the output device 'Headphones' went away")
+        super().play(pcm, sample_rate, turn)
+
+
+def test_output_device_lost_mid_reply_keeps_the_text_and_the_next_turn_works(monkeypatch):
+    from s2s_desktop.pipeline.pipeline import Pipeline
+
+    scripted.install(monkeypatch)
+    sink = _SinkThatDies(after=2)
+    pipe = Pipeline(scripted.settings(reply="One two three four five. Six seven eight."), sink)
+    done, errors = [], []
+    pipe.events.turn_finished.connect(done.append, Qt.ConnectionType.DirectConnection)
+    pipe.events.error.connect(lambda st, m: errors.append(m), Qt.ConnectionType.DirectConnection)
+    pipe.start()
+    try:
+        assert pipe.wait_ready(10) == {}
+        pipe.submit(VOICE)
+        deadline = time.monotonic() + 10
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.02)
+        rec = done[0]
+        assert rec["reply"] == "One two three four five. Six seven eight."  # text kept
+        assert rec["reason"] == "ok" and "went away" in rec["error"]
+        assert errors == ["the output device 'Headphones' went away"]  # said once
+        sink.dead = False  # the device is back
+        turn = pipe.submit(VOICE)
+        while len(done) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert done[1]["error"] == "" and len(sink.audio(turn)) > 0
+    finally:
+        assert pipe.shutdown(2.0)
+
+
+def test_a_stage_that_fails_to_load_leaves_the_others_running(monkeypatch):
+    from s2s_desktop.pipeline.pipeline import Pipeline
+
+    scripted.install(monkeypatch)
+    pipe = Pipeline(scripted.settings(heard="missing"), CaptureSink()).start()
+    done = []
+    pipe.events.turn_finished.connect(done.append, Qt.ConnectionType.DirectConnection)
+    try:
+        errors = pipe.wait_ready(10)
+        assert list(errors) == ["stt"] and "stt model not found" in errors["stt"]
+        assert all(pipe.stages[n].engine is not None for n in ("vad", "llm", "tts"))
+        pipe.submit(VOICE)
+        deadline = time.monotonic() + 5
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert done[0]["reason"] == "error" and "stt model is not loaded" in done[0]["error"]
+    finally:
+        assert pipe.shutdown(2.0)
+
+
+def test_a_reply_of_only_markdown_and_emoji_is_not_spoken(session_factory):
+    session = session_factory(reply="😀 🎉 ** ---")
+    rec = session.turn(VOICE)
+    assert rec["reason"] == "ok" and len(rec["pcm"]) == 0 and rec["spoken"] == ""
+
+
+def test_logs_hold_no_conversation_text_without_debug(session_factory, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO)
+    session = session_factory(heard="My secret plan.", reply="Keep it quiet please.")
+    session.turn(VOICE)
+    text = caplog.text
+    assert "secret plan" not in text and "quiet please" not in text

@@ -9,7 +9,6 @@ from .messages import ReplyDone, Sentence, Transcript
 from .stage import Stage
 from .turns import Conversation
 
-
 FIRST_AUDIO_WAIT_S = 5.0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 from ..audio.sink import AudioSink
+from ..errors import AudioDeviceError
 from .messages import ReplyDone, SpeechChunk, TurnEnded
 from .stage import Stage
 
@@ -20,6 +21,7 @@ class PlayerStage(Stage):
         self.sink = sink
         self.on_turn_closed = on_turn_closed  # callback(record) before turn_finished is emitted
         self._lock = threading.Lock()
+        self._output_lost: dict[int, str] = {}  # turn -> why its audio could not be played
 
     def load_engine(self) -> None:
         self.ready.set()
@@ -30,9 +32,15 @@ class PlayerStage(Stage):
     def process(self, msg):
         if isinstance(msg, SpeechChunk):
             with self._lock:
-                if self.clock.is_stale(msg.turn):
+                if self.clock.is_stale(msg.turn) or msg.turn in self._output_lost:
                     return
-                self.sink.play(msg.pcm, msg.sample_rate, msg.turn)
+                try:
+                    self.sink.play(msg.pcm, msg.sample_rate, msg.turn)
+                except AudioDeviceError as exc:
+                    # the reply goes on as text; the next turn tries the output again
+                    self._output_lost[msg.turn] = str(exc)
+                    self.events.error.emit(self.name, str(exc))
+                    return
             if msg.first_of_sentence:
                 self.book.add_spoken(msg.turn, msg.text)
             rec = self.book.get(msg.turn)
@@ -40,9 +48,11 @@ class PlayerStage(Stage):
                 self.book.mark(msg.turn, "first_audio")
                 self.events.first_audio.emit(msg.turn)
         elif isinstance(msg, ReplyDone):
-            self.sink.drain(msg.turn, self.clock.stop_event(msg.turn))
+            lost = self._output_lost.pop(msg.turn, "")
+            if not lost:
+                self.sink.drain(msg.turn, self.clock.stop_event(msg.turn))
             if not self.clock.is_stale(msg.turn):
-                self.close_turn(msg.turn, "ok")
+                self.close_turn(msg.turn, "ok", lost)
         return
         yield  # a generator that yields nothing downstream
 
@@ -56,6 +66,7 @@ class PlayerStage(Stage):
 
     def close_turn(self, turn: int, reason: str, error: str = "") -> None:
         rec = self.book.finish(turn, reason, error)
+        self._output_lost.pop(turn, None)
         if rec is None:
             return
         self.clock.forget(turn)

@@ -10,7 +10,14 @@ import time
 
 import numpy as np
 
-from s2s_desktop.engines.base import LLMEngine, SpeechSegment, STTEngine, STTResult, TTSEngine, VADEngine
+from s2s_desktop.engines.base import (
+    LLMEngine,
+    SpeechSegment,
+    STTEngine,
+    STTResult,
+    TTSEngine,
+    VADEngine,
+)
 from s2s_desktop.errors import ModelNotFound
 
 
