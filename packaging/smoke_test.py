@@ -54,8 +54,13 @@ def starter_overrides(python: str) -> list[str]:
         " for m in mods}))"
     )
     mods = sorted({m for m, _ in STARTER_FILES.values()})
-    out = subprocess.run([python, "-c", code, json.dumps(mods)], capture_output=True, text=True,
-                         check=True, timeout=60).stdout
+    out = subprocess.run(
+        [python, "-c", code, json.dumps(mods)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     roots = json.loads(out)
     args = []
     for key, (module, sub) in STARTER_FILES.items():
@@ -79,18 +84,35 @@ def wav_rms(path: Path) -> tuple[float, float]:
 
 
 def version(binary: Path, env: dict[str, str], timeout: float = 120) -> str:
-    proc = subprocess.run([str(binary), "--version"], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [str(binary), "--version"], capture_output=True, text=True, env=env, timeout=timeout
+    )
     if proc.returncode != 0 or "s2s-desktop" not in proc.stdout:
         raise SmokeFailure(f"--version failed ({proc.returncode}): {proc.stdout}{proc.stderr}")
     return proc.stdout.strip()
 
 
-def run_question(binary: Path, wav: Path, out_dir: Path, env: dict[str, str],
-                 extra: list[str] = (), timeout: float = 300) -> dict:
+def run_question(
+    binary: Path,
+    wav: Path,
+    out_dir: Path,
+    env: dict[str, str],
+    extra: list[str] = (),
+    timeout: float = 300,
+) -> dict:
     """One headless turn on the starter profile; the JSON record it prints."""
-    cmd = [str(binary), "run", "--profile", "starter", *extra, "--input", str(wav),
-           "--output-dir", str(out_dir), "--json"]
+    cmd = [
+        str(binary),
+        "run",
+        "--profile",
+        "starter",
+        *extra,
+        "--input",
+        str(wav),
+        "--output-dir",
+        str(out_dir),
+        "--json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("{")]
     if proc.returncode != 0 or len(lines) != 1:
@@ -117,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("binary", type=Path)
     p.add_argument("--wav", type=Path, default=QUESTION_WAV)
-    p.add_argument("--models-from", metavar="PYTHON",
-                   help="use the starter models installed for this Python")
+    p.add_argument(
+        "--models-from", metavar="PYTHON", help="use the starter models installed for this Python"
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="s2s-smoke-") as tmp:
         env = isolated_env(Path(tmp))
@@ -130,8 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         except SmokeFailure as exc:
             print(f"smoke test FAILED: {exc}", file=sys.stderr)
             return 1
-    print(f"heard: {rec['transcript']!r}\nreply: {rec['reply']!r}\n"
-          f"first audio after {rec['timings_ms'].get('release_to_first_audio')} ms")
+    print(
+        f"heard: {rec['transcript']!r}\nreply: {rec['reply']!r}\n"
+        f"first audio after {rec['timings_ms'].get('release_to_first_audio')} ms"
+    )
     print("smoke test passed")
     return 0
 

@@ -230,7 +230,8 @@ class Bench:
 
     def settings_summary(self) -> dict:
         s = self.settings
-        return {stage: {"backend": getattr(s, stage).backend, "model": getattr(s, stage).model,
+        return {stage: {"backend": getattr(s, stage).backend,
+                        "model": getattr(getattr(s, stage), "model", ""),
                         "device": self.pipe.stages[stage].engine.describe()}
                 for stage in ("vad", "stt", "llm", "tts")} | {
             "stt_live": s.stt.live, "llm_pause_for_first_audio": s.llm.pause_for_first_audio}
@@ -295,6 +296,11 @@ def plot_timeline(record, path: str) -> None:
 
 
 def bench_command(args, settings: Settings) -> int:
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401  (checked before minutes of measuring)
+        except ImportError:
+            raise S2SError('--plot needs matplotlib: pip install "s2s-desktop[plot]"') from None
     questions = spoken_questions(cache_dir() / "bench-questions")
     bench = Bench(settings, args.runs)
     try:

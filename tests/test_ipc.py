@@ -138,8 +138,10 @@ def test_status_toggle_talk_and_quit_from_the_command_line(qtbot, running_app):
     assert cli(qtbot, "talk-start").returncode == 0
     assert app.controller.state == "listening"
     assert cli(qtbot, "talk-stop").returncode == 0
-    qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
-    assert "Paris." in app.window.view.toPlainText()
+    qtbot.waitUntil(
+        lambda: app.controller.state == "idle" and "Paris." in app.window.view.toPlainText(),
+        timeout=10000,
+    )
     assert app.controller.turn_info["source"] == "cli"
 
     assert cli(qtbot, "toggle").returncode == 0

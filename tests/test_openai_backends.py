@@ -57,18 +57,35 @@ class LlamaServer:
     def start(self, timeout: float = 90.0) -> None:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model),
-             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
-             "--n_threads", str(min(2, os.cpu_count() or 1)), "--api_key", API_KEY],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(self.model),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--n_ctx",
+                "2048",
+                "--n_threads",
+                str(min(2, os.cpu_count() or 1)),
+                "--api_key",
+                API_KEY,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"llama_cpp.server exited: {self.log_path.read_text()[-2000:]}")
             try:
-                req = urllib.request.Request(f"{self.base_url}/models",
-                                             headers={"Authorization": f"Bearer {API_KEY}"})
+                req = urllib.request.Request(
+                    f"{self.base_url}/models", headers={"Authorization": f"Bearer {API_KEY}"}
+                )
                 with urllib.request.urlopen(req, timeout=2) as resp:
                     if resp.status == 200:
                         return
@@ -101,9 +118,14 @@ def llama_server(tmp_path_factory):
 
 
 def client(base_url: str, api_key: str = API_KEY, **kw) -> OpenAILLM:
-    settings = LLMSettings(backend="openai", base_url=base_url, api_key=api_key,
-                           model=kw.pop("model", "smollm2"), max_new_tokens=kw.pop("max", 60),
-                           temperature=0.0)
+    settings = LLMSettings(
+        backend="openai",
+        base_url=base_url,
+        api_key=api_key,
+        model=kw.pop("model", "smollm2"),
+        max_new_tokens=kw.pop("max", 60),
+        temperature=0.0,
+    )
     engine = OpenAILLM(settings, "cpu")
     for key, value in kw.items():
         setattr(engine, key, value)
@@ -183,8 +205,10 @@ def test_server_down_then_restarted(llama_server):
         engine = client(llama_server.base_url)
         with pytest.raises(S2SError) as err:
             list(engine.stream(PARIS, threading.Event()))
-        assert str(err.value) == (f"cannot reach the LLM server at {llama_server.base_url}: "
-                                  "is it running? (check the address and port)")
+        assert str(err.value) == (
+            f"cannot reach the LLM server at {llama_server.base_url}: "
+            "is it running? (check the address and port)"
+        )
         assert API_KEY not in str(err.value)
     finally:
         llama_server.start()
@@ -261,8 +285,9 @@ def test_redirect_is_not_followed_so_the_key_stays_home():
 
 def test_plain_http_to_another_host_warns_and_settings_are_checked(caplog):
     with caplog.at_level("WARNING"):
-        engine = OpenAILLM(LLMSettings(base_url="http://192.168.1.20:8080/v1",
-                                       api_key="k-999"), "cpu")
+        engine = OpenAILLM(
+            LLMSettings(base_url="http://192.168.1.20:8080/v1", api_key="k-999"), "cpu"
+        )
     assert engine.warnings and "unencrypted" in engine.warnings[0]
     assert "unencrypted" in caplog.text and "k-999" not in caplog.text + engine.describe()
     for url in ("https://example.com/v1", "http://localhost:1234/v1", "http://[::1]:80/v1"):
@@ -279,8 +304,9 @@ def test_plain_http_to_another_host_warns_and_settings_are_checked(caplog):
 @contextlib.contextmanager
 def serve(handler):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield server
@@ -301,12 +327,14 @@ def transcription_handler(model):
             body = self.rfile.read(int(self.headers["Content-Length"]))
             head = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
             form = email.parser.BytesParser().parsebytes(head + body)
-            parts = {p.get_param("name", header="content-disposition"): p for p in form.walk()
-                     if not p.is_multipart()}
+            parts = {
+                p.get_param("name", header="content-disposition"): p
+                for p in form.walk()
+                if not p.is_multipart()
+            }
             if "file" not in parts:
                 return self.reply(400, {"error": {"message": "file is required"}})
-            audio, _ = sf.read(io.BytesIO(parts["file"].get_payload(decode=True)),
-                               dtype="float32")
+            audio, _ = sf.read(io.BytesIO(parts["file"].get_payload(decode=True)), dtype="float32")
             language = parts["language"].get_payload() if "language" in parts else None
             segments, info = model.transcribe(audio, language=language, beam_size=1)
             text = " ".join(s.text.strip() for s in segments)
@@ -353,9 +381,19 @@ def whisper_server(tmp_path_factory):
         log_path = tmp_path_factory.mktemp("fws") / "server.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "faster_whisper_server", str(path),
-                 "--host", "127.0.0.1", "--port", str(port)],
-                stdout=log, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-m",
+                    "faster_whisper_server",
+                    str(path),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
             wait_http(f"http://127.0.0.1:{port}/health", proc, log_path)
             yield f"http://127.0.0.1:{port}/v1"
@@ -367,8 +405,7 @@ def whisper_server(tmp_path_factory):
                 proc.kill()
                 proc.wait(10)
         return
-    model = faster_whisper.WhisperModel(str(path), device="cpu", compute_type="int8",
-                                        cpu_threads=2)
+    model = faster_whisper.WhisperModel(str(path), device="cpu", compute_type="int8", cpu_threads=2)
     with serve(transcription_handler(model)) as server:
         yield f"http://127.0.0.1:{server.server_port}/v1"
 
@@ -378,8 +415,12 @@ def test_openai_stt_transcribes_speech(whisper_server, speech):
 
     audio, rate = sf.read(str(speech("What is the capital of France?")), dtype="float32")
     assert rate == 16000
-    engine = OpenAISTT(STTSettings(backend="openai", base_url=whisper_server,
-                                   model="whisper-tiny.en", language="en"), "cpu")
+    engine = OpenAISTT(
+        STTSettings(
+            backend="openai", base_url=whisper_server, model="whisper-tiny.en", language="en"
+        ),
+        "cpu",
+    )
     engine.load()
     result = engine.transcribe(audio)
     assert "capital of france" in result.text.lower()

@@ -74,7 +74,19 @@ def talk_from_tray(qtbot, app, seconds=0.2):
     assert app.controller.state == "listening"
     qtbot.wait(int(seconds * 1000))
     app.actions.talk.trigger()
-    qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
+    turn = app.controller.current_turn
+    kept = len(app.history.load()[0])
+
+    def settled():  # the controller, the window and the history each hear the turn's end
+        entry = app.window.entries.get(turn)
+        return (
+            app.controller.state == "idle"
+            and entry is not None
+            and entry.reason
+            and len(app.history.load()[0]) > kept
+        )
+
+    qtbot.waitUntil(settled, timeout=10000)
 
 
 # ---------------------------------------------------------------------- icons and tray
@@ -245,8 +257,10 @@ def test_floating_window_replaces_the_tray_and_its_talk_button_is_held(qtbot, de
     assert app.controller.state == "listening" and win.meter.isVisible()
     qtbot.wait(200)
     qtbot.mouseRelease(win.talk, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
-    assert "Paris" in app.window.view.toPlainText()
+    qtbot.waitUntil(
+        lambda: app.controller.state == "idle" and "Paris" in app.window.view.toPlainText(),
+        timeout=10000,
+    )
     labels = {b.defaultAction().text() for b in win.tool_buttons.values()}
     assert {"Conversation…", "Settings…", "Models…", "Pause Hotkey", "Quit"} <= labels
     app.window.hide()

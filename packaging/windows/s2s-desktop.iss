@@ -77,10 +77,6 @@ Name: "{userstartup}\{#AppName}"; Filename: "{app}\{#AppExe}"; Tasks: startatlog
 [Run]
 Filename: "{app}\{#AppExe}"; Description: "Start {#AppName} now"; Flags: nowait postinstall skipifsilent
 
-[UninstallRun]
-; Ask a running app to quit (its IPC command) so its files can be removed.
-Filename: "{app}\{#CliExe}"; Parameters: "quit"; Flags: runhidden waituntilterminated; RunOnceId: "QuitApp"
-
 [Code]
 var
   DeleteModels: Boolean;
@@ -177,8 +173,16 @@ begin
 end;
 
 procedure CurUninstallStepChanged(CurUninstallStep: TUninstallStep);
+var
+  Code: Integer;
 begin
-  { usUninstall comes before the files are removed: the app can still run. }
-  if (CurUninstallStep = usUninstall) and DeleteModels then
-    DeleteDownloadedModels();
+  { usUninstall comes before the files are removed: the app's executables still run. }
+  if CurUninstallStep = usUninstall then
+  begin
+    { Ask a running app to quit (its IPC command) so its files and models can be removed. }
+    if FileExists(ExpandConstant('{app}\{#CliExe}')) then
+      Exec(ExpandConstant('{app}\{#CliExe}'), 'quit', '', SW_HIDE, ewWaitUntilTerminated, Code);
+    if DeleteModels then
+      DeleteDownloadedModels();
+  end;
 end;

@@ -49,21 +49,24 @@ class Endpoint:
 
 def parse_base_url(base_url: str, key: str) -> Endpoint:
     if not base_url.strip():
-        raise SettingsError(f"{key} is not set: give the server's address, "
-                            f"e.g. --set {key}=http://127.0.0.1:8080/v1")
+        raise SettingsError(
+            f"{key} is not set: give the server's address, "
+            f"e.g. --set {key}=http://127.0.0.1:8080/v1"
+        )
     parts = urlsplit(base_url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SettingsError(f"{key} '{base_url}' is not an http:// or https:// address")
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    return Endpoint(base_url.strip(), parts.scheme, parts.hostname, port,
-                    parts.path.rstrip("/"))
+    return Endpoint(base_url.strip(), parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
 
 
 def plain_http_warning(endpoint: Endpoint, what: str) -> str | None:
     """A warning when text/audio would cross the network unencrypted."""
     if endpoint.scheme == "http" and not endpoint.is_loopback:
-        return (f"{what} at {endpoint.base_url} is reached over plain http://: what you say "
-                "travels unencrypted; use https:// for servers on other machines")
+        return (
+            f"{what} at {endpoint.base_url} is reached over plain http://: what you say "
+            "travels unencrypted; use https:// for servers on other machines"
+        )
     return None
 
 
@@ -79,8 +82,7 @@ def _ssl_context() -> ssl.SSLContext:
 class Request:
     """One POST whose response body can be read incrementally and aborted from any thread."""
 
-    def __init__(self, endpoint: Endpoint, what: str, connect_timeout: float,
-                 read_timeout: float):
+    def __init__(self, endpoint: Endpoint, what: str, connect_timeout: float, read_timeout: float):
         self.endpoint, self.what = endpoint, what
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.conn: http.client.HTTPConnection | None = None
@@ -91,8 +93,9 @@ class Request:
     def open(self, route: str, body: bytes, content_type: str, api_key: str = ""):
         ep = self.endpoint
         if ep.scheme == "https":
-            conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=self.connect_timeout,
-                                               context=_ssl_context())
+            conn = http.client.HTTPSConnection(
+                ep.host, ep.port, timeout=self.connect_timeout, context=_ssl_context()
+            )
         else:
             conn = http.client.HTTPConnection(ep.host, ep.port, timeout=self.connect_timeout)
         headers = {"Content-Type": content_type, "Accept": "application/json, text/event-stream"}
@@ -106,6 +109,11 @@ class Request:
             self.close()
             if self._aborted:
                 return None
+            if isinstance(exc, ssl.SSLError):
+                raise ServerError(
+                    f"the {self.what} at {ep.base_url} failed the TLS check ({exc}): "
+                    "check its certificate, or that the address really is https"
+                ) from exc
             raise self._unreachable() from exc
         try:
             if self._aborted:
@@ -125,8 +133,10 @@ class Request:
             self.close()
             if self._aborted:
                 return None
-            raise ServerError(f"the {self.what} at {ep.base_url} closed the connection "
-                              f"without answering ({exc}): check its log") from exc
+            raise ServerError(
+                f"the {self.what} at {ep.base_url} closed the connection "
+                f"without answering ({exc}): check its log"
+            ) from exc
         with self._lock:
             self.response = resp
         if resp.status >= 300:
@@ -137,28 +147,40 @@ class Request:
         return resp
 
     def _unreachable(self) -> ServerError:
-        return ServerError(f"cannot reach the {self.what} at {self.endpoint.base_url}: "
-                           "is it running? (check the address and port)")
+        return ServerError(
+            f"cannot reach the {self.what} at {self.endpoint.base_url}: "
+            "is it running? (check the address and port)"
+        )
 
     def _status_error(self, resp: http.client.HTTPResponse, route: str) -> ServerError:
         detail = server_message(resp.read(4096))
         ep, status = self.endpoint.base_url, resp.status
         if 300 <= status < 400:
             where = resp.getheader("Location", "another address")
-            return ServerError(f"{self.what} at {ep} redirects to {where}: not followed, so "
-                               "the API key stays with this host; set that address instead")
+            return ServerError(
+                f"{self.what} at {ep} redirects to {where}: not followed, so "
+                "the API key stays with this host; set that address instead"
+            )
         if status in (401, 403):
-            return ServerError(f"{self.what} at {ep} refused the request ({status}: {detail}): "
-                               "check the API key in Settings")
+            return ServerError(
+                f"{self.what} at {ep} refused the request ({status}: {detail}): "
+                "check the API key in Settings"
+            )
         if status == 404:
             if "model" in detail.lower():
-                return ServerError(f"{self.what} at {ep} has no such model ({detail}): "
-                                   "choose one the server lists at /v1/models")
-            return ServerError(f"{self.what} at {ep} has no {route} endpoint "
-                               "(404): check the address; it usually ends in /v1")
+                return ServerError(
+                    f"{self.what} at {ep} has no such model ({detail}): "
+                    "choose one the server lists at /v1/models"
+                )
+            return ServerError(
+                f"{self.what} at {ep} has no {route} endpoint "
+                "(404): check the address; it usually ends in /v1"
+            )
         if status == 503:
-            return ServerError(f"{self.what} at {ep} is busy or still loading (503: {detail}): "
-                               "try again in a moment")
+            return ServerError(
+                f"{self.what} at {ep} is busy or still loading (503: {detail}): "
+                "try again in a moment"
+            )
         return ServerError(f"{self.what} at {ep} answered {status}: {detail}")
 
     def readline(self) -> bytes:
@@ -168,13 +190,17 @@ class Request:
         except TimeoutError as exc:
             if self._aborted:
                 return b""
-            raise ServerError(f"{self.what} at {self.endpoint.base_url} stopped sending for "
-                              f"{self.read_timeout:g} s: try again") from exc
+            raise ServerError(
+                f"{self.what} at {self.endpoint.base_url} stopped sending for "
+                f"{self.read_timeout:g} s: try again"
+            ) from exc
         except (OSError, ValueError, AttributeError, http.client.HTTPException) as exc:
             if self._aborted:  # the socket was shut under us on purpose
                 return b""
-            raise ServerError(f"the connection to the {self.what} at "
-                              f"{self.endpoint.base_url} broke mid-reply: {exc}") from exc
+            raise ServerError(
+                f"the connection to the {self.what} at "
+                f"{self.endpoint.base_url} broke mid-reply: {exc}"
+            ) from exc
 
     def abort(self) -> None:
         """Close the connection from any thread; a read blocked in recv returns at once."""

@@ -102,8 +102,7 @@ def open_url(url: str, platform: str = sys.platform) -> None:
 class FirstRunDialog(QDialog):
     """The permissions, one row each: what it is for and a button to its settings pane."""
 
-    def __init__(self, settings_dir: str | os.PathLike, platform: str = sys.platform,
-                 parent=None):
+    def __init__(self, settings_dir: str | os.PathLike, platform: str = sys.platform, parent=None):
         super().__init__(parent)
         self.settings_dir = Path(settings_dir)
         self.platform = platform

@@ -28,12 +28,16 @@ def gguf_path(path: Path) -> Path:
     if path.is_dir():
         files = sorted(path.glob("*.gguf"))
         if not files:
-            raise ModelLoadError(f"{path} holds no .gguf file: the llama-cpp backend needs a "
-                                 "GGUF model (or choose the transformers backend)")
+            raise ModelLoadError(
+                f"{path} holds no .gguf file: the llama-cpp backend needs a "
+                "GGUF model (or choose the transformers backend)"
+            )
         if len(files) > 1:
             names = ", ".join(f.name for f in files[:4])
-            raise ModelLoadError(f"{path} holds several GGUF files ({names}): choose one with "
-                                 "--set llm.model_file=NAME")
+            raise ModelLoadError(
+                f"{path} holds several GGUF files ({names}): choose one with "
+                "--set llm.model_file=NAME"
+            )
         path = files[0]
     try:
         with open(path, "rb") as f:
@@ -41,8 +45,10 @@ def gguf_path(path: Path) -> Path:
     except OSError as exc:
         raise ModelLoadError(f"cannot read the LLM file {path}: {exc}") from exc
     if magic != GGUF_MAGIC:
-        raise ModelLoadError(f"{path.name} is not a GGUF model file: the llama-cpp backend "
-                             "needs a .gguf file (download it again if it should be one)")
+        raise ModelLoadError(
+            f"{path.name} is not a GGUF model file: the llama-cpp backend "
+            "needs a .gguf file (download it again if it should be one)"
+        )
     return path
 
 
@@ -84,9 +90,11 @@ class LlamaCppLLM(LLMEngine):
                 **kwargs,
             )
         except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelLoadError(f"llama.cpp could not load {path.name} ({exc}): the file may "
-                                 "be truncated or of a model llama.cpp does not know; "
-                                 "download it again or update llama-cpp-python") from exc
+            raise ModelLoadError(
+                f"llama.cpp could not load {path.name} ({exc}): the file may "
+                "be truncated or of a model llama.cpp does not know; "
+                "download it again or update llama-cpp-python"
+            ) from exc
         self.model_path = path
         self.load_s = time.monotonic() - t0
         self.loaded = True
@@ -132,8 +140,10 @@ class LlamaCppLLM(LLMEngine):
                         stats["first_token_s"] = time.monotonic() - t0
                     yield text
         except ValueError as exc:  # the prompt does not fit in n_ctx
-            raise S2SError(f"the conversation does not fit the LLM's context ({exc}): "
-                           "lower llm.history_turns or raise llm.context_tokens") from exc
+            raise S2SError(
+                f"the conversation does not fit the LLM's context ({exc}): "
+                "lower llm.history_turns or raise llm.context_tokens"
+            ) from exc
         finally:
             chunks.close()  # ends generation now; the KV cache keeps what was evaluated
             stats["total_s"] = time.monotonic() - t0

@@ -67,8 +67,12 @@ class OpenAILLM(LLMEngine):
         stats = {"tokens": 0, "first_token_s": None, "finish": None}
         self.last_stats = stats
         try:
-            resp = request.open("/chat/completions", json.dumps(payload).encode(),
-                                "application/json", self.settings.api_key)
+            resp = request.open(
+                "/chat/completions",
+                json.dumps(payload).encode(),
+                "application/json",
+                self.settings.api_key,
+            )
             if resp is None:  # stopped while connecting
                 stats["finish"] = "cancelled"
                 return

@@ -124,8 +124,10 @@ class TransformersLLM(LLMEngine):
         try:
             model.to(dev)
         except RuntimeError as exc:  # out of memory, driver trouble
-            raise DeviceUnavailable(f"could not put the LLM on {dev} ({exc}): "
-                                    "set llm.device=cpu or choose a smaller model") from exc
+            raise DeviceUnavailable(
+                f"could not put the LLM on {dev} ({exc}): "
+                "set llm.device=cpu or choose a smaller model"
+            ) from exc
         model.eval()
         if not getattr(self.tokenizer, "chat_template", None):
             raise ModelLoadError(
@@ -133,8 +135,13 @@ class TransformersLLM(LLMEngine):
             )
         self.model, self.torch_device = model, dev
         self.loaded = True
-        log.info("transformers LLM loaded from %s on %s (%s) in %.1f s",
-                 folder, dev, dtype, time.monotonic() - t0)
+        log.info(
+            "transformers LLM loaded from %s on %s (%s) in %.1f s",
+            folder,
+            dev,
+            dtype,
+            time.monotonic() - t0,
+        )
 
     def warmup(self) -> None:
         stop = threading.Event()
@@ -204,8 +211,9 @@ class TransformersLLM(LLMEngine):
                 "tokens": counter.tokens,
                 "first_token_s": first,
                 "total_s": time.monotonic() - t0,
-                "finish": "cancelled" if stop.is_set() else
-                          ("length" if counter.tokens >= limit else "stop"),
+                "finish": "cancelled"
+                if stop.is_set()
+                else ("length" if counter.tokens >= limit else "stop"),
             }
         if failure and not stop.is_set():
             raise S2SError(f"the LLM failed while generating: {failure[0]}") from failure[0]

@@ -38,16 +38,21 @@ def wav_bytes(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> bytes:
     return buf.getvalue()
 
 
-def multipart(fields: dict[str, str], file_field: str, filename: str, content: bytes,
-              content_type: str) -> tuple[bytes, str]:
+def multipart(
+    fields: dict[str, str], file_field: str, filename: str, content: bytes, content_type: str
+) -> tuple[bytes, str]:
     """A multipart/form-data body and its Content-Type header."""
     boundary = f"s2s-{uuid.uuid4().hex}"
     parts: list[bytes] = []
     for name, value in fields.items():
-        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'
-                     f"{value}\r\n".encode())
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; '
-                 f'filename="{filename}"\r\nContent-Type: {content_type}\r\n\r\n'.encode())
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'
+            f"{value}\r\n".encode()
+        )
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; '
+        f'filename="{filename}"\r\nContent-Type: {content_type}\r\n\r\n'.encode()
+    )
     parts.append(content + b"\r\n")
     parts.append(f"--{boundary}--\r\n".encode())
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
@@ -80,12 +85,12 @@ class OpenAISTT(STTEngine):
         language = language or self.settings.language
         if language:
             fields["language"] = language
-        body, content_type = multipart(fields, "file", "speech.wav", wav_bytes(audio),
-                                       "audio/wav")
+        body, content_type = multipart(fields, "file", "speech.wav", wav_bytes(audio), "audio/wav")
         request = Request(self.endpoint, WHAT, self.connect_timeout, self.read_timeout)
         try:
-            request.open("/audio/transcriptions", body, content_type,
-                         getattr(self.settings, "api_key", ""))
+            request.open(
+                "/audio/transcriptions", body, content_type, getattr(self.settings, "api_key", "")
+            )
             raw = b"".join(iter(request.readline, b""))
         finally:
             request.close()
@@ -95,7 +100,10 @@ class OpenAISTT(STTEngine):
         except ValueError:
             return STTResult(text=text, language=language or None)  # response_format=text
         if not isinstance(data, dict) or "text" not in data:
-            raise ServerError(f"the {WHAT} at {self.endpoint.base_url} answered without a "
-                              f"transcript: {text[:120]!r}")
-        return STTResult(text=str(data["text"]).strip(),
-                         language=data.get("language") or language or None)
+            raise ServerError(
+                f"the {WHAT} at {self.endpoint.base_url} answered without a "
+                f"transcript: {text[:120]!r}"
+            )
+        return STTResult(
+            text=str(data["text"]).strip(), language=data.get("language") or language or None
+        )
