@@ -141,9 +141,10 @@ class Bench:
         return {"first_audio_ms": _ms(done - t0),
                 "tts_rtf": (done - t_tts) / audio_s if audio_s else None, "reply": reply}
 
-    def ideal(self, audio: np.ndarray, stt_reused: bool) -> dict:
+    def ideal(self, audio: np.ndarray, stt_left_ms: float | None) -> dict:
         """Bare compute after release: VAD + the STT left + LLM to the first speakable piece +
-        TTS to that piece's first chunk, each measured alone."""
+        TTS to that piece's first chunk, each measured alone. `stt_left_ms`: what the live
+        transcription still had to do at release (None: the whole recording was left)."""
         import threading
 
         _, stt, llm, tts = self._engines()
@@ -151,7 +152,7 @@ class Bench:
         t0 = time.perf_counter()
         text = stt.transcribe(speech, self.settings.stt.language or None).text
         stt_full_ms = _ms(time.perf_counter() - t0)
-        stt_left_ms = 0.0 if stt_reused else stt_full_ms
+        stt_left_ms = stt_full_ms if stt_left_ms is None else min(stt_left_ms, stt_full_ms)
         stop = threading.Event()
         chunker = SentenceChunker()
         t0 = time.perf_counter()
@@ -184,8 +185,9 @@ class Bench:
                 if rec["reason"] != "ok":
                     raise S2SError(f"bench turn failed ({rec['reason']}): {rec['error']}")
                 s = self.sequential(audio)
-                d = self.ideal(audio, rec["stt_reused_partial"])
                 t = rec["timings_ms"]
+                d = self.ideal(audio, t["stt_after_release"] if rec["stt_reused_partial"]
+                               else None)
                 streamed.append(t["release_to_first_audio"])
                 seq.append(s["first_audio_ms"])
                 ideal.append(d["first_audio_ms"])

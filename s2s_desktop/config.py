@@ -69,6 +69,9 @@ class STTSettings:
     compute_type: str = "auto"
     beam_size: int = 1
     live: bool = True  # transcribe the growing recording while the key is held
+    # encode short clips in a window their own size: 2-3x faster on CPU, but Whisper tiny
+    # misheard some questions with it (docs/performance.md), so it is off by default
+    short_window: bool = False
     base_url: str = ""  # openai backend
 
 
@@ -320,7 +323,7 @@ def changed_stages(old: Settings, new: Settings) -> list[str]:
         a, b = dataclasses.asdict(getattr(old, stage)), dataclasses.asdict(getattr(new, stage))
         # prompt-level keys apply to the next turn without reloading the model
         for k in ("system_prompt", "max_new_tokens", "temperature", "history_turns", "language",
-                  "live", "pause_for_first_audio", "threshold", "min_speech_ms", "min_silence_ms", "pad_ms", "speed"):
+                  "live", "short_window", "pause_for_first_audio", "threshold", "min_speech_ms", "min_silence_ms", "pad_ms", "speed"):
             a.pop(k, None)
             b.pop(k, None)
         if a != b or (old.device != new.device and not getattr(new, stage).device):

@@ -163,7 +163,8 @@ def test_windows_installer_is_per_user_with_start_menu_and_optional_login_start(
 def test_windows_uninstaller_keeps_models_unless_the_box_is_ticked():
     iss = _iss()
     assert "Box.Checked := False;" in iss and "DeleteModels := False;" in iss
-    assert "if (CurUninstallStep = usUninstall) and DeleteModels then" in iss
+    step = iss.split("if CurUninstallStep = usUninstall then", 1)[1]
+    assert step.index("'quit'") < step.index("if DeleteModels then")  # quit the app first
     # the list the uninstaller reads is where the spec puts it (PyInstaller's _internal/)
     assert r"{app}\_internal\packaging\downloadable-models.txt" in iss
     assert '(str(ids_file), "packaging")' in (PACKAGING / "s2s_desktop.spec").read_text()

@@ -14,7 +14,8 @@ from ..engines.vad.trim import padded_regions
 from .messages import AudioChunk, ListenEnd, Partial, TurnEnded, Utterance
 from .stage import Stage
 
-LIVE_STEP_S = 0.25
+LIVE_STEP_S = 0.25  # how often the VAD re-reads the growing recording
+PARTIAL_EVERY_S = 1.0  # a background transcription at most this often while speech goes on
 
 
 class _Recording:
@@ -23,6 +24,7 @@ class _Recording:
         self.samples = 0
         self.checked_at = 0
         self.sent_regions: tuple = ()
+        self.sent_at = 0
 
     def audio(self) -> np.ndarray:
         return np.concatenate(self.parts) if self.parts else np.zeros(0, np.float32)
@@ -61,8 +63,12 @@ class VADStage(Stage):
         rec.checked_at = rec.samples
         audio = rec.audio()
         regions = self._regions(audio)
-        if regions and regions != rec.sent_regions:
-            rec.sent_regions = regions
+        paused = bool(regions) and regions[-1][1] < len(audio)  # quiet for a pad's length
+        due = rec.samples - rec.sent_at >= PARTIAL_EVERY_S * SAMPLE_RATE
+        # while speech goes on, partials now and then (for the live text); once it pauses,
+        # at once: that one is likely to be the whole question
+        if regions and regions != rec.sent_regions and (paused or due):
+            rec.sent_regions, rec.sent_at = regions, rec.samples
             speech = np.concatenate([audio[a:b] for a, b in regions])
             yield Partial(msg.turn, audio=speech, regions=regions, covered=len(audio))
 
