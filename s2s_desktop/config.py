@@ -90,7 +90,9 @@ class LLMSettings:
     history_turns: int = 8  # earlier exchanges kept in the prompt
     context_tokens: int = 2048
     threads: int = 0  # 0 = choose from the CPU count
-    pause_for_first_audio: bool = True  # on few cores, let TTS make the first sound first
+    # on few cores, pause the LLM until TTS has made the first sound (measured: no gain on
+    # the starter set, docs/performance.md), so off by default
+    pause_for_first_audio: bool = False
     dtype: str = "auto"
     base_url: str = ""  # openai backend
     api_key: str = ""  # openai backend; the app keeps it in the OS keychain
