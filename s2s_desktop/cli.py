@@ -128,8 +128,10 @@ def cmd_app(args) -> int:
 
 
 def setup_logging(verbose: bool, to_file: bool) -> None:
-    level = logging.DEBUG if verbose else logging.WARNING
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    level = logging.DEBUG if verbose else logging.INFO
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.DEBUG if verbose else logging.WARNING)  # the file gets INFO too
+    handlers: list[logging.Handler] = [console]
     if to_file:
         from logging.handlers import RotatingFileHandler
 
