@@ -300,3 +300,13 @@ def test_logs_hold_no_conversation_text_without_debug(session_factory, caplog):
     session.turn(VOICE)
     text = caplog.text
     assert "secret plan" not in text and "quiet please" not in text
+
+
+def test_first_audio_gate_lets_tts_speak_first_and_the_reply_completes(session_factory):
+    session = session_factory(reply="First piece here. " + "and more words " * 20 + ".",
+                              word_delay=0.005)
+    session.pipeline.settings.llm.pause_for_first_audio = True
+    rec = session.turn(VOICE)
+    marks = session.pipeline.book.get(rec["turn"]).marks
+    assert rec["reason"] == "ok" and rec["reply"].endswith(".")
+    assert marks["tts_first_chunk"] <= marks["llm_end"]

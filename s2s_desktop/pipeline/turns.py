@@ -40,29 +40,25 @@ class TurnClock:
     def is_stale(self, turn: int) -> bool:
         return turn < self._live_from
 
-    def stop_event(self, turn: int) -> threading.Event:
+    def _event(self, events: dict[int, threading.Event], turn: int) -> threading.Event:
         with self._lock:
-            ev = self._stops.get(turn)
+            ev = events.get(turn)
             if ev is None:
                 ev = threading.Event()
                 if turn < self._live_from:
-                    ev.set()
+                    ev.set()  # already stale: whoever waits must not wait
                 else:
-                    self._stops[turn] = ev
+                    events[turn] = ev
             return ev
+
+    def stop_event(self, turn: int) -> threading.Event:
+        """Set when the turn becomes stale: generation stops at the next step."""
+        return self._event(self._stops, turn)
 
     def first_audio_gate(self, turn: int) -> threading.Event:
         """Set when the turn's first speech chunk exists (or the turn is cancelled): the LLM
-        waits on it so, on few cores, the first piece's synthesis gets the CPU."""
-        with self._lock:
-            ev = self._first_audio.get(turn)
-            if ev is None:
-                ev = threading.Event()
-                if turn < self._live_from:
-                    ev.set()
-                else:
-                    self._first_audio[turn] = ev
-            return ev
+        may wait on it so, on few cores, the first piece's synthesis gets the CPU."""
+        return self._event(self._first_audio, turn)
 
     def forget(self, turn: int) -> None:
         with self._lock:
