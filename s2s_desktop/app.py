@@ -272,6 +272,9 @@ class DesktopApp(QObject):
 
     def apply_settings(self, settings: config.Settings) -> list[str]:
         """Use new settings now (the caller saves them): reloads only the changed stages."""
+        from .keychain import fill_api_keys
+
+        fill_api_keys(settings)
         old = self.settings
         self.settings = settings
         reloaded = self.pipeline.reload(settings)
@@ -378,6 +381,9 @@ def run_app(args) -> int:
     if why:
         raise S2SError(why)
     settings, warnings = config.resolve(profile, overrides)  # this launch only: never saved
+    from .keychain import fill_api_keys
+
+    fill_api_keys(settings)
 
     from PySide6.QtWidgets import QApplication
 

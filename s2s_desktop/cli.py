@@ -69,6 +69,9 @@ def _settings(args):
 
     overrides = config.parse_overrides(getattr(args, "overrides", []) or [])
     settings, warnings = config.resolve(getattr(args, "profile", None), overrides)
+    from .keychain import fill_api_keys
+
+    fill_api_keys(settings)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     return settings

@@ -73,6 +73,7 @@ class STTSettings:
     # misheard some questions with it (docs/performance.md), so it is off by default
     short_window: bool = False
     base_url: str = ""  # openai backend
+    api_key: str = ""  # openai backend, this launch only: kept in the OS keychain
 
 
 @dataclass
@@ -95,7 +96,7 @@ class LLMSettings:
     pause_for_first_audio: bool = False
     dtype: str = "auto"
     base_url: str = ""  # openai backend
-    api_key: str = ""  # openai backend; the app keeps it in the OS keychain
+    api_key: str = ""  # openai backend, this launch only: kept in the OS keychain
     trust_remote_code: bool = False
 
 
@@ -378,7 +379,10 @@ def atomic_write_text(path: Path, text: str) -> None:
 def save(s: Settings, path: Path | None = None) -> Path:
     path = path or settings_path()
     validate(s)
-    atomic_write_text(path, json.dumps(s.to_dict(), indent=2, sort_keys=True) + "\n")
+    data = s.to_dict()
+    for section in ("llm", "stt"):  # API keys belong in the OS keychain, never in the file
+        data[section]["api_key"] = ""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return path
 
 

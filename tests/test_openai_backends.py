@@ -437,3 +437,78 @@ def test_openai_stt_errors_are_clear(whisper_server):
     wrong = OpenAISTT(STTSettings(base_url=whisper_server.removesuffix("/v1")), "cpu")
     with pytest.raises(ServerError, match=r"no /audio/transcriptions endpoint \(404\)"):
         wrong.transcribe(np.zeros(1600, np.float32))
+
+
+# ---------------------------------------------------------------- the whole pipeline, the dialog
+
+
+def test_a_spoken_question_through_the_pipeline_with_the_openai_llm(llama_server, speech,
+                                                                    starter_settings):
+    from s2s_desktop.audio.files import read_audio
+    from s2s_desktop.pipeline.runner import HeadlessSession
+
+    settings = starter_settings.copy()
+    settings.llm.backend, settings.llm.base_url = "openai", llama_server.base_url
+    settings.llm.model, settings.llm.api_key = "smollm2", API_KEY
+    session = HeadlessSession(settings)
+    try:
+        rec = session.turn(read_audio(speech("What is the capital of France?")))
+    finally:
+        assert session.close()
+    assert rec["reason"] == "ok" and "paris" in rec["reply"].lower()
+    assert len(rec["pcm"]) > 0
+
+
+def test_settings_server_tab_lists_models_and_keeps_the_key_out_of_the_file(
+        llama_server, qtbot, tmp_path, monkeypatch):
+    import json
+
+    from s2s_desktop import config, keychain
+    from s2s_desktop.ui.settings_dialog import SettingsDialog
+
+    stored = {}
+
+    class MemoryKeyring:  # stands in for the OS keychain, which this machine lacks
+        def set_password(self, service, account, key):
+            stored[(service, account)] = key
+
+        def get_password(self, service, account):
+            return stored.get((service, account))
+
+    monkeypatch.setattr(keychain, "_keyring", lambda: MemoryKeyring())
+    applied = []
+    path = tmp_path / "settings.json"
+    dialog = SettingsDialog(config.Settings(), on_apply=lambda s: applied.append(s) or [],
+                            path=path)
+    qtbot.addWidget(dialog)
+    tab = dialog.server
+    tab.llm_url.setText(llama_server.base_url)
+    tab.api_key.setText(API_KEY)
+    tab.key_changed = True
+    ids = tab.test_connection()
+    assert ids and "Connected" in tab.status.text()
+    tab.models.setCurrentRow(0)
+    tab.use_selected()
+    assert dialog.apply(), dialog.message.text()
+    saved = json.loads(path.read_text())
+    assert saved["llm"]["backend"] == "openai" and saved["llm"]["model"] == ids[0]
+    assert API_KEY not in path.read_text()  # the key is in the keychain only
+    assert stored[("s2s-desktop", keychain.account(llama_server.base_url))] == API_KEY
+    assert applied[-1].llm.api_key == API_KEY  # and in memory for this launch
+
+
+def test_settings_server_tab_says_why_a_connection_fails(qtbot, monkeypatch):
+    from s2s_desktop import config, keychain
+    from s2s_desktop.ui.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(config.Settings())
+    qtbot.addWidget(dialog)
+    dialog.server.llm_url.setText(f"http://127.0.0.1:{free_port()}/v1")
+    assert dialog.server.test_connection() == []
+    assert "cannot reach" in dialog.server.status.text()
+    # no keychain on this machine: a new key is refused with what to do instead
+    monkeypatch.setattr(keychain, "_keyring", lambda: None)
+    dialog.server.api_key.setText("sk-new")
+    dialog.server.key_changed = True
+    assert not dialog.apply()
+    assert keychain.ENV_KEY in dialog.message.text()

@@ -90,7 +90,8 @@ class Request:
         self._lock = threading.Lock()
         self._aborted = False
 
-    def open(self, route: str, body: bytes, content_type: str, api_key: str = ""):
+    def open(self, route: str, body: bytes | None, content_type: str, api_key: str = "",
+             method: str = "POST"):
         ep = self.endpoint
         if ep.scheme == "https":
             conn = http.client.HTTPSConnection(
@@ -119,7 +120,7 @@ class Request:
             if self._aborted:
                 return None
             conn.sock.settimeout(self.read_timeout)  # from here on: time to the first byte
-            conn.request("POST", ep.path + route, body=body, headers=headers)
+            conn.request(method, ep.path + route, body=body, headers=headers)
             resp = conn.getresponse()
         except TimeoutError as exc:
             self.close()
@@ -259,3 +260,21 @@ def server_message(raw: bytes) -> str:
             break
         data = inner
     return str(data)[:200]
+
+
+def list_models(base_url: str, api_key: str = "", key: str = "llm.base_url",
+                timeout_s: float = 10.0) -> list[str]:
+    """The model ids a server offers (GET /models): the settings dialog's connection test."""
+    import json
+
+    endpoint = parse_base_url(base_url, key)
+    request = Request(endpoint, "server", connect_timeout=timeout_s, read_timeout=timeout_s)
+    try:
+        resp = request.open("/models", None, "application/json", api_key, method="GET")
+        data = json.loads(resp.read() or b"{}")
+    except (ValueError, OSError) as exc:
+        raise ServerError(f"the server at {base_url} gave no model list ({exc})") from exc
+    finally:
+        request.close()
+    models = data.get("data", []) if isinstance(data, dict) else []
+    return [str(m.get("id")) for m in models if isinstance(m, dict) and m.get("id")]

@@ -38,6 +38,7 @@ from .audio_settings import AudioTab
 from .form_fields import Fields
 from .hotkey_edit import HotkeyEdit
 from .model_settings import STAGE_NAMES, ComputeTab, ModelsTab
+from .server_settings import ServerTab
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,8 @@ class SettingsDialog(QDialog):
         self.compute = ComputeTab(self.fields, self.platform)
         self.tabs.addTab(self.compute, "Compute")
         self.tabs.addTab(self._assistant_tab(models), "Assistant")
+        self.server = ServerTab(self.fields)
+        self.tabs.addTab(self.server, "Server")
         self.models.backend_changed.connect(self.compute.backend_changed)
 
         self.message = QLabel("")
@@ -251,6 +254,7 @@ class SettingsDialog(QDialog):
             self.compute.backend_changed(stage, getattr(settings, stage).backend)
         self.fields.load(self.settings)
         self.models.sync_all()
+        self.server.load(self.settings)
 
     def collect(self) -> config.Settings:
         """The settings as the dialog shows them (SettingsError for a value of the wrong type)."""
@@ -281,6 +285,10 @@ class SettingsDialog(QDialog):
         refusals, notes = self.problems(new)
         if refusals:
             return self._refuse(refusals)
+        try:
+            self.server.store_key(new)
+        except S2SError as exc:
+            return self._refuse([str(exc)])
         try:
             config.save(new, self.path)
         except (OSError, SettingsError) as exc:

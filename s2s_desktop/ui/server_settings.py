@@ -1,0 +1,95 @@
+"""Settings tab for OpenAI-compatible servers (Ollama, LM Studio, llama.cpp, vLLM, speaches):
+base URLs, the API key (kept in the OS keychain) and a connection test that lists the models."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .. import keychain
+from ..engines.openai_http import list_models, parse_base_url, plain_http_warning
+from ..errors import S2SError
+from .form_fields import Fields
+
+
+class ServerTab(QWidget):
+    def __init__(self, fields: Fields, parent=None):
+        super().__init__(parent)
+        self.fields = fields
+        form = QFormLayout()
+        self.llm_url = fields.bind("llm.base_url", QLineEdit())
+        self.llm_url.setPlaceholderText("http://127.0.0.1:11434/v1")
+        form.addRow("LLM server:", self.llm_url)
+        self.stt_url = fields.bind("stt.base_url", QLineEdit())
+        self.stt_url.setPlaceholderText("http://127.0.0.1:8000/v1 (speech-to-text, optional)")
+        form.addRow("Speech-to-text server:", self.stt_url)
+        self.api_key = QLineEdit()
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.api_key.setPlaceholderText("optional; kept in the OS keychain, not the settings file")
+        form.addRow("API key:", self.api_key)
+        self.test_button = QPushButton("Test connection")
+        self.test_button.clicked.connect(self.test_connection)
+        self.use_button = QPushButton("Use this model for the LLM")
+        self.use_button.setEnabled(False)
+        self.use_button.clicked.connect(self.use_selected)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.test_button)
+        buttons.addWidget(self.use_button)
+        buttons.addStretch(1)
+        self.models = QListWidget()
+        self.models.itemDoubleClicked.connect(lambda _item: self.use_selected())
+        self.status = QLabel("Set the backend to “openai” (Models tab) to use a server.")
+        self.status.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addLayout(buttons)
+        layout.addWidget(self.models, 1)
+        layout.addWidget(self.status)
+        self.key_changed = False
+        self.api_key.textEdited.connect(lambda _t: setattr(self, "key_changed", True))
+
+    def load(self, settings) -> None:
+        self.api_key.setText(settings.llm.api_key or keychain.load_api_key(settings.llm.base_url))
+        self.key_changed = False
+
+    def test_connection(self) -> list[str]:
+        """List the server's models, or say why it cannot be reached."""
+        self.models.clear()
+        self.use_button.setEnabled(False)
+        url = self.llm_url.text().strip()
+        try:
+            warning = plain_http_warning(parse_base_url(url, "llm.base_url"), "the LLM server")
+            ids = list_models(url, self.api_key.text().strip())
+        except S2SError as exc:
+            self.status.setText(f"Connection failed: {exc}")
+            return []
+        self.models.addItems(ids)
+        text = f"Connected: {len(ids)} model{'s' if len(ids) != 1 else ''} on {url}."
+        self.status.setText(text + (f"\nWarning: {warning}" if warning else ""))
+        self.use_button.setEnabled(bool(ids))
+        return ids
+
+    def use_selected(self) -> None:
+        item = self.models.currentItem() or self.models.item(0)
+        if item is None:
+            return
+        self.fields.set("llm.backend", "openai")
+        self.fields.set("llm.model", item.text())
+        self.fields.set("llm.model_file", "")
+        self.status.setText(f"The LLM will be {item.text()} on {self.llm_url.text().strip()}.")
+
+    def store_key(self, settings) -> None:
+        """Keep a changed key in the keychain (S2SError when there is none) and in memory."""
+        key = self.api_key.text().strip()
+        if self.key_changed:
+            keychain.store_api_key(settings.llm.base_url, key)
+            self.key_changed = False
+        settings.llm.api_key = key
