@@ -46,8 +46,10 @@ SAMPLE_RATE = 16000
 def spoken_questions(folder: Path) -> dict[str, list[tuple[str, np.ndarray]]]:
     """The fixed question set, spoken by espeak-ng once and cached."""
     if shutil.which("espeak-ng") is None:
-        raise S2SError("the benchmark speaks its questions with espeak-ng: install it "
-                       "(apt-get install espeak-ng / brew install espeak-ng)")
+        raise S2SError(
+            "the benchmark speaks its questions with espeak-ng: install it "
+            "(apt-get install espeak-ng / brew install espeak-ng)"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[tuple[str, np.ndarray]]] = {}
     for cls, texts in QUESTIONS.items():
@@ -55,18 +57,28 @@ def spoken_questions(folder: Path) -> dict[str, list[tuple[str, np.ndarray]]]:
         for i, text in enumerate(texts):
             path = folder / f"{cls}-{i}.wav"
             if not path.exists():
-                subprocess.run(["espeak-ng", "-v", "en-us", "-s", "160", "-w", str(path), text],
-                               check=True, capture_output=True)
+                subprocess.run(
+                    ["espeak-ng", "-v", "en-us", "-s", "160", "-w", str(path), text],
+                    check=True,
+                    capture_output=True,
+                )
             out[cls].append((text, read_audio(path)))
     return out
+
+
+def _quiet(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * SAMPLE_RATE), np.float32)
 
 
 def stats(values: list[float]) -> dict[str, float | None]:
     values = [v for v in values if v is not None]
     if not values:
         return {"median": None, "min": None, "max": None}
-    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
-            "max": round(max(values), 1)}
+    return {
+        "median": round(statistics.median(values), 1),
+        "min": round(min(values), 1),
+        "max": round(max(values), 1),
+    }
 
 
 def _ms(seconds: float) -> float:
@@ -91,8 +103,7 @@ class Bench:
 
     # -- through the pipeline, as a press ---------------------------------------------
     def streamed_turn(self, audio: np.ndarray) -> dict:
-        quiet = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)  # noqa: E731
-        recording = np.concatenate([quiet(PREROLL_S), audio, quiet(TRAIL_S)])
+        recording = np.concatenate([_quiet(PREROLL_S), audio, _quiet(TRAIL_S)])
         self.pipe.conversation.clear()  # every question stands alone
         turn = self.pipe.begin_turn(source="bench")
         step = int(CHUNK_S * SAMPLE_RATE)
@@ -138,8 +149,11 @@ class Bench:
         samples = sum(len(pcm) for piece in pieces for pcm in tts.synthesize(piece))
         done = time.perf_counter()
         audio_s = samples / tts.sample_rate if samples else 0.0
-        return {"first_audio_ms": _ms(done - t0),
-                "tts_rtf": (done - t_tts) / audio_s if audio_s else None, "reply": reply}
+        return {
+            "first_audio_ms": _ms(done - t0),
+            "tts_rtf": (done - t_tts) / audio_s if audio_s else None,
+            "reply": reply,
+        }
 
     def ideal(self, audio: np.ndarray, stt_left_ms: float | None) -> dict:
         """Bare compute after release: VAD + the STT left + LLM to the first speakable piece +
@@ -170,9 +184,14 @@ class Bench:
         for _ in tts.synthesize(first_piece or "Okay."):
             tts_ms = _ms(time.perf_counter() - t0)
             break
-        return {"first_audio_ms": vad_ms + stt_left_ms + llm_ms + tts_ms, "vad_ms": vad_ms,
-                "stt_full_ms": stt_full_ms, "stt_left_ms": stt_left_ms,
-                "llm_first_piece_ms": llm_ms, "tts_first_chunk_ms": tts_ms}
+        return {
+            "first_audio_ms": vad_ms + stt_left_ms + llm_ms + tts_ms,
+            "vad_ms": vad_ms,
+            "stt_full_ms": stt_full_ms,
+            "stt_left_ms": stt_left_ms,
+            "llm_first_piece_ms": llm_ms,
+            "tts_first_chunk_ms": tts_ms,
+        }
 
     # -- the whole run ---------------------------------------------------------------------------
     def run(self, questions) -> dict:
@@ -186,8 +205,7 @@ class Bench:
                     raise S2SError(f"bench turn failed ({rec['reason']}): {rec['error']}")
                 s = self.sequential(audio)
                 t = rec["timings_ms"]
-                d = self.ideal(audio, t["stt_after_release"] if rec["stt_reused_partial"]
-                               else None)
+                d = self.ideal(audio, t["stt_after_release"] if rec["stt_reused_partial"] else None)
                 streamed.append(t["release_to_first_audio"])
                 seq.append(s["first_audio_ms"])
                 ideal.append(d["first_audio_ms"])
@@ -223,20 +241,27 @@ class Bench:
             "press": {"preroll_s": PREROLL_S, "trailing_quiet_s": TRAIL_S, "chunk_s": CHUNK_S},
             "classes": classes,
             "stt_after_release_ratio": round(statistics.median(stt_ratios), 3)
-            if stt_ratios else None,
+            if stt_ratios
+            else None,
             "load_ms": self.session.load_times_ms(),
             "peak_memory_mb": peak_memory_mb(),
-            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                        "python": platform.python_version()},
+            "machine": {
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+            },
         }
 
     def settings_summary(self) -> dict:
         s = self.settings
-        return {stage: {"backend": getattr(s, stage).backend,
-                        "model": getattr(getattr(s, stage), "model", ""),
-                        "device": self.pipe.stages[stage].engine.describe()}
-                for stage in ("vad", "stt", "llm", "tts")} | {
-            "stt_live": s.stt.live, "llm_pause_for_first_audio": s.llm.pause_for_first_audio}
+        return {
+            stage: {
+                "backend": getattr(s, stage).backend,
+                "model": getattr(getattr(s, stage), "model", ""),
+                "device": self.pipe.stages[stage].engine.describe(),
+            }
+            for stage in ("vad", "stt", "llm", "tts")
+        } | {"stt_live": s.stt.live, "llm_pause_for_first_audio": s.llm.pause_for_first_audio}
 
 
 def format_table(report: dict) -> str:
@@ -248,24 +273,33 @@ def format_table(report: dict) -> str:
     lines = [f"s2s-desktop bench — {report['runs']} runs per class, medians (min–max) in ms", ""]
     head = f"{'':28}" + "".join(f"{c:>24}" for c in report["classes"])
     lines.append(head)
-    rows = [("release → first audio", "release_to_first_audio_ms"),
-            ("sequential baseline", "sequential_first_audio_ms"),
-            ("ideal (bare compute)", "ideal_first_audio_ms")]
+    rows = [
+        ("release → first audio", "release_to_first_audio_ms"),
+        ("sequential baseline", "sequential_first_audio_ms"),
+        ("ideal (bare compute)", "ideal_first_audio_ms"),
+    ]
     for label, key in rows:
-        lines.append(f"{label:28}" + "".join(f"{cell(c[key]):>24}"
-                                             for c in report["classes"].values()))
-    for label, key in (("streamed / sequential", "ratio_streamed_to_sequential"),
-                       ("streamed / ideal", "ratio_streamed_to_ideal")):
-        lines.append(f"{label:28}" + "".join(f"{c[key]:>24.2f}"
-                                             for c in report["classes"].values()))
+        lines.append(
+            f"{label:28}" + "".join(f"{cell(c[key]):>24}" for c in report["classes"].values())
+        )
+    for label, key in (
+        ("streamed / sequential", "ratio_streamed_to_sequential"),
+        ("streamed / ideal", "ratio_streamed_to_ideal"),
+    ):
+        lines.append(
+            f"{label:28}" + "".join(f"{c[key]:>24.2f}" for c in report["classes"].values())
+        )
     lines.append("")
     stage_keys = next(iter(report["classes"].values()))["stages"]
     for key in stage_keys:
-        lines.append(f"{key:28}" + "".join(f"{cell(c['stages'][key]):>24}"
-                                           for c in report["classes"].values()))
+        lines.append(
+            f"{key:28}"
+            + "".join(f"{cell(c['stages'][key]):>24}" for c in report["classes"].values())
+        )
     lines.append("")
-    lines.append(f"STT left after release / whole transcription: "
-                 f"{report['stt_after_release_ratio']}")
+    lines.append(
+        f"STT left after release / whole transcription: {report['stt_after_release_ratio']}"
+    )
     lines.append("load (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in report["load_ms"].items()))
     lines.append(f"peak memory: {report['peak_memory_mb']} MB; {report['machine']['cpus']} CPUs")
     return "\n".join(lines)
@@ -281,10 +315,13 @@ def plot_timeline(record, path: str) -> None:
         raise S2SError('--plot needs matplotlib: pip install "s2s-desktop[plot]"') from None
     m = record.marks
     t0 = m["released"]
-    spans = [("VAD", "vad_start", "vad_end"), ("STT", "stt_start", "stt_end"),
-             ("LLM", "llm_start", "llm_end"), ("TTS first piece", "tts_first_start",
-                                               "tts_first_chunk"),
-             ("audio out", "first_audio", "end")]
+    spans = [
+        ("VAD", "vad_start", "vad_end"),
+        ("STT", "stt_start", "stt_end"),
+        ("LLM", "llm_start", "llm_end"),
+        ("TTS first piece", "tts_first_start", "tts_first_chunk"),
+        ("audio out", "first_audio", "end"),
+    ]
     fig, ax = plt.subplots(figsize=(8, 2.8))
     for i, (_label, a, b) in enumerate(spans):
         if a in m and b in m:
@@ -292,7 +329,7 @@ def plot_timeline(record, path: str) -> None:
     ax.set_yticks(range(len(spans)), [s[0] for s in spans])
     ax.invert_yaxis()
     ax.set_xlabel("ms after key release")
-    ax.set_title(f"one turn: \"{record.transcript}\"")
+    ax.set_title(f'one turn: "{record.transcript}"')
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -27,8 +27,13 @@ log = logging.getLogger(__name__)
 
 
 class Pipeline:
-    def __init__(self, settings: Settings, sink: AudioSink,
-                 conversation: Conversation | None = None, events: PipelineEvents | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        sink: AudioSink,
+        conversation: Conversation | None = None,
+        events: PipelineEvents | None = None,
+    ):
         self.settings = settings
         self.sink = sink
         self.events = events or PipelineEvents()
@@ -36,15 +41,22 @@ class Pipeline:
         self.book = TurnBook()
         self.conversation = conversation or Conversation()
         common = dict(clock=self.clock, book=self.book, events=self.events)
-        self.player = PlayerStage(settings, outbox=None, sink=sink,
-                                  on_turn_closed=self._remember, **common)
+        self.player = PlayerStage(
+            settings, outbox=None, sink=sink, on_turn_closed=self._remember, **common
+        )
         self.tts = TTSStage(settings, outbox=self.player.inbox, **common)
-        self.llm = LLMStage(settings, outbox=self.tts.inbox, conversation=self.conversation,
-                            **common)
+        self.llm = LLMStage(
+            settings, outbox=self.tts.inbox, conversation=self.conversation, **common
+        )
         self.stt = STTStage(settings, outbox=self.llm.inbox, **common)
         self.vad = VADStage(settings, outbox=self.stt.inbox, **common)
-        self.stages = {"vad": self.vad, "stt": self.stt, "llm": self.llm, "tts": self.tts,
-                       "player": self.player}
+        self.stages = {
+            "vad": self.vad,
+            "stt": self.stt,
+            "llm": self.llm,
+            "tts": self.tts,
+            "player": self.player,
+        }
         self.started = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -64,8 +76,9 @@ class Pipeline:
 
     def loaded(self) -> dict[str, str]:
         """What each model stage runs now ("" while loading or failed)."""
-        return {n: (self.stages[n].engine.describe() if self.stages[n].engine else "")
-                for n in STAGES}
+        return {
+            n: (self.stages[n].engine.describe() if self.stages[n].engine else "") for n in STAGES
+        }
 
     def shutdown(self, timeout_s: float = 1.0) -> bool:
         """Stop every stage and join them; True when all threads ended in time."""
@@ -85,11 +98,10 @@ class Pipeline:
 
     # -- turns ------------------------------------------------------------------------------
     def submit(self, audio: np.ndarray, released_at: float | None = None, source: str = "") -> int:
-        """Start a turn from a 16 kHz mono float32 recording. Barge-in on any running turn."""
-        self.interrupt()
-        turn = self.clock.new_turn()
+        """Start a turn from a whole 16 kHz mono float32 recording (barge-in on any running
+        turn)."""
+        turn = self.begin_turn(source)
         released = released_at if released_at is not None else time.monotonic()
-        self.book.open(turn, source=source, released=released)
         self.vad.inbox.put(Utterance(turn, audio=audio, source=source, created=released))
         return turn
 

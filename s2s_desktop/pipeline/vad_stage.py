@@ -18,6 +18,11 @@ LIVE_STEP_S = 0.25  # how often the VAD re-reads the growing recording
 PARTIAL_EVERY_S = 1.0  # a background transcription at most this often while speech goes on
 
 
+def _speech(audio: np.ndarray, regions) -> np.ndarray:
+    """Only the speech: the (padded, merged) regions joined in order."""
+    return np.concatenate([audio[a:b] for a, b in regions])
+
+
 class _Recording:
     def __init__(self):
         self.parts: list[np.ndarray] = []
@@ -69,8 +74,9 @@ class VADStage(Stage):
         # at once: that one is likely to be the whole question
         if regions and regions != rec.sent_regions and (paused or due):
             rec.sent_regions, rec.sent_at = regions, rec.samples
-            speech = np.concatenate([audio[a:b] for a, b in regions])
-            yield Partial(msg.turn, audio=speech, regions=regions, covered=len(audio))
+            yield Partial(
+                msg.turn, audio=_speech(audio, regions), regions=regions, covered=len(audio)
+            )
 
     def _final(self, turn: int, audio: np.ndarray, released: float, source: str = ""):
         self.book.mark(turn, "released", released)
@@ -80,5 +86,6 @@ class VADStage(Stage):
         if not regions:
             yield TurnEnded(turn, reason="no speech")
             return
-        speech = np.concatenate([audio[a:b] for a, b in regions])
-        yield Utterance(turn, audio=speech, source=source, regions=regions, created=released)
+        yield Utterance(
+            turn, audio=_speech(audio, regions), source=source, regions=regions, created=released
+        )
