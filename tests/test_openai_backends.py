@@ -452,7 +452,7 @@ def test_a_spoken_question_through_the_pipeline_with_the_openai_llm(llama_server
     settings.llm.model, settings.llm.api_key = "smollm2", API_KEY
     session = HeadlessSession(settings)
     try:
-        rec = session.turn(read_audio(speech("What is the capital of France?")))
+        rec = session.turn(read_audio(speech("What is the capital of France?", voice="en")))
     finally:
         assert session.close()
     assert rec["reason"] == "ok" and "paris" in rec["reply"].lower()

@@ -271,7 +271,7 @@ def test_bundle_starts_and_says_its_version(starter_bundle, tmp_path):
 @pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
 def test_bundle_answers_a_spoken_question_offline(starter_bundle, speech, tmp_path):
     folder, _ = starter_bundle
-    question = speech("What is the capital of France?")
+    question = speech("What is the capital of France?", voice="en")
     rec = smoke_test.run_question(
         folder / "s2s-desktop", question, tmp_path / "out", smoke_test.isolated_env(tmp_path)
     )

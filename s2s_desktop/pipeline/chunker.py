@@ -1,7 +1,8 @@
 """Text deltas → speakable pieces, as early as they can sound natural.
 
 The first piece goes out at the first sentence end, or at a clause boundary once it has a
-few words, so TTS can start while the LLM writes. Later pieces break at sentence ends (or at
+few words, or before a joining word ("because", "when", "by", …) once it has a few more, so
+TTS can start while the LLM writes: the first piece's synthesis is what the user waits for. Later pieces break at sentence ends (or at
 clauses when a sentence runs long). Abbreviations ("Dr.", "e.g."), initials and decimals do
 not split. Code blocks are dropped; markdown, emoji, HTML and URLs are made speakable.
 """
@@ -17,7 +18,13 @@ ABBREVIATIONS = {
     "p.m", "cf", "al", "vol", "ca",
 }
 FIRST_CLAUSE_MIN_WORDS = 4  # "Yes, " alone sounds clipped; wait for a real clause
+FIRST_JOIN_MIN_WORDS = 5  # a first piece may end before a joining word after this many
 LONG_SENTENCE_WORDS = 24  # past this, later pieces may break at a clause too
+# words that open a new phrase, so a pause before them sounds natural
+JOINING_WORDS = {
+    "and", "but", "so", "because", "which", "who", "where", "when", "while", "whereas",
+    "although", "though", "since", "unless", "until", "by", "if", "then",
+}
 
 _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]»”’]*(?=\s)")
 _CLAUSE_END = re.compile(r"[,;:—–](?=\s)")
@@ -32,6 +39,7 @@ _HTML = re.compile(r"</?[A-Za-z][^>]*>")
 _LINE_MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+•]\s+|\d+[.)]\s+)", re.M)
 _EMPHASIS = re.compile(r"(\*\*|__|\*|~~|`)")
 _UNDERSCORE_EMPH = re.compile(r"(?<!\w)_(\S[^_]*?)_(?!\w)")
+_JOINING_WORD = re.compile(r"\s(\w+)(?=\s+\S)")  # a whole word with more text after it
 _SPACES = re.compile(r"\s+")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,!?;:…])")
 _SPEAKABLE = re.compile(r"\w", re.UNICODE)
@@ -135,6 +143,13 @@ class SentenceChunker:
                 break
             if len(text[: m.start()].split()) >= min_words:
                 return m.end()
+        if self.pieces_out == 0:
+            for m in _JOINING_WORD.finditer(text):
+                if best >= 0 and m.start() >= best:
+                    break
+                if (m.group(1).lower() in JOINING_WORDS
+                        and len(text[: m.start()].split()) >= FIRST_JOIN_MIN_WORDS):
+                    return m.start()
         return best
 
     def _cut(self, final: bool) -> list[str]:

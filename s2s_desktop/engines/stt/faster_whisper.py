@@ -35,13 +35,13 @@ def token_budget(n_samples: int) -> int:
 
 
 SHORT_CLIP_S = 25.0  # clips up to this long are encoded in a shortened window
-MIN_WINDOW_FRAMES = 1500  # 15 s: with less context Whisper starts repeating itself
+MIN_WINDOW_FRAMES = 1000  # 10 s: measured best (docs/performance.md); far less risks loops
 
 
 def encoder_frames(n_samples: int) -> int:
-    """Mel frames to encode for a short clip: the clip plus ~2 s of padding, at least 15 s,
+    """Mel frames to encode for a short clip: the clip plus ~2 s of padding, at least 10 s,
     at most Whisper's 30 s. The encoder's cost grows with the window, so a 2 s question costs
-    a third of a full 30 s window (word error on spoken questions measured unchanged)."""
+    a third of a full 30 s window."""
     frames = n_samples // 160 + 200
     return int(min(3000, max(MIN_WINDOW_FRAMES, math.ceil(frames / 100) * 100)))
 
