@@ -42,6 +42,7 @@ BACKEND_DEVICES: dict[str, dict[str, tuple[str, ...]]] = {
         "faster-whisper": ("cuda", "cpu"),
         "transformers": ("cuda", "mps", "cpu"),
         "mlx-whisper": ("mlx",),
+        "parakeet-mlx": ("mlx",),
     },
     "llm": {
         "llama-cpp": ("cuda", "mps", "cpu"),  # "mps" = llama.cpp's Metal offload
@@ -53,6 +54,7 @@ BACKEND_DEVICES: dict[str, dict[str, tuple[str, ...]]] = {
         "vits": ("cuda", "mps", "cpu"),
         "kokoro": ("cuda", "mps", "cpu"),
         "mlx-audio": ("mlx",),
+        "qwen3-tts": ("cuda", "cpu"),
     },
 }
 DEVICELESS = {"vad": ("none",), "stt": ("openai",), "llm": ("openai",), "tts": ()}

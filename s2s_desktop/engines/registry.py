@@ -17,6 +17,7 @@ BACKENDS: dict[str, dict[str, str]] = {
         "faster-whisper": "s2s_desktop.engines.stt.faster_whisper:FasterWhisperSTT",
         "transformers": "s2s_desktop.engines.stt.transformers_whisper:TransformersWhisperSTT",
         "mlx-whisper": "s2s_desktop.engines.stt.mlx_whisper:MLXWhisperSTT",
+        "parakeet-mlx": "s2s_desktop.engines.stt.parakeet_mlx:ParakeetMLXSTT",
         "openai": "s2s_desktop.engines.stt.openai_stt:OpenAISTT",
     },
     "llm": {

@@ -53,6 +53,8 @@ def detect_model_kind(path: Path) -> tuple[str, str] | None:
             return "stt", "transformers"
         if kind == "vits" or "vits" in archs:
             return "tts", "vits"
+        if "nemo" in str(cfg.get("target", "")).lower():  # a NeMo model such as Parakeet
+            return "stt", "parakeet-mlx"
         return "llm", "transformers"
     return None
 
