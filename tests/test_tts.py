@@ -74,6 +74,7 @@ OPTIONAL_PACKAGES = (
     "spacy",
     "mlx",
     "mlx_audio",
+    "qwen_tts",
 )
 
 
@@ -93,7 +94,8 @@ def test_tts_modules_import_without_their_optional_packages():
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["PiperTTS", "VitsTTS", "KokoroTTS", "MLXAudioTTS"]
+    assert done.stdout.split() == ["PiperTTS", "VitsTTS", "KokoroTTS", "MLXAudioTTS",
+                                     "Qwen3TTS"]
 
 
 def test_long_text_is_cut_at_sentences_then_clauses_then_words():

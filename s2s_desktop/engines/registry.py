@@ -31,6 +31,7 @@ BACKENDS: dict[str, dict[str, str]] = {
         "vits": "s2s_desktop.engines.tts.vits:VitsTTS",
         "kokoro": "s2s_desktop.engines.tts.kokoro:KokoroTTS",
         "mlx-audio": "s2s_desktop.engines.tts.mlx_audio:MLXAudioTTS",
+        "qwen3-tts": "s2s_desktop.engines.tts.qwen3_tts:Qwen3TTS",
     },
 }
 

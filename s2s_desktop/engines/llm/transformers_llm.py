@@ -92,6 +92,7 @@ class TransformersLLM(LLMEngine):
         self.model = None
         self.tokenizer = None
         self.last_stats: dict = {}
+        self.compiled: bool | None = None  # None: llm.compile is off
 
     def load(self) -> None:
         _torch()  # a clear message if torch is missing
@@ -144,9 +145,27 @@ class TransformersLLM(LLMEngine):
         )
 
     def warmup(self) -> None:
+        if getattr(self.settings, "compile", False) and self.model is not None:
+            from ..torch_compile import compile_with_fallback
+
+            # a few tokens, so both the prompt pass and the per-token pass compile now
+            self.compiled = compile_with_fallback(
+                [self.model], self.torch_device, "transformers LLM", lambda: self._warm(4), BACKEND
+            )
+            if self.compiled:
+                return
+        self._warm(1)
+
+    def _warm(self, tokens: int) -> None:
         stop = threading.Event()
-        for _ in self.stream([{"role": "user", "content": "Hi"}], stop, max_new_tokens=1):
+        for _ in self.stream([{"role": "user", "content": "Hi"}], stop, max_new_tokens=tokens):
             pass
+
+    def describe(self) -> str:
+        text = super().describe()
+        if self.compiled is not None:
+            text += " (compiled)" if self.compiled else " (torch.compile failed: eager)"
+        return text
 
     def stream(
         self, messages: list[dict], stop: threading.Event, max_new_tokens: int | None = None

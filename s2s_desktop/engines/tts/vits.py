@@ -60,6 +60,7 @@ class VitsTTS(TTSEngine):
         self._tokenizer = None
         self._torch_device = "cpu"
         self._speaker_id: int | None = None
+        self.compiled: bool | None = None  # None: tts.compile is off
 
     def load(self) -> None:
         torch = require("torch", self.name, "torch", "torch")
@@ -101,8 +102,25 @@ class VitsTTS(TTSEngine):
         )
 
     def warmup(self) -> None:
+        if getattr(self.settings, "compile", False) and self._model is not None:
+            from ..torch_compile import compile_with_fallback
+
+            self.compiled = compile_with_fallback(
+                [self._model], self._torch_device, "VITS", self._warm_once, self.name
+            )
+            if self.compiled:
+                return
+        self._warm_once()
+
+    def _warm_once(self) -> None:
         for _ in self.synthesize("Hello."):
             pass
+
+    def describe(self) -> str:
+        text = super().describe()
+        if self.compiled is not None:
+            text += " (compiled)" if self.compiled else " (torch.compile failed: eager)"
+        return text
 
     def unload(self) -> None:
         self._model = self._tokenizer = None
