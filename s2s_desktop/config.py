@@ -62,7 +62,7 @@ class VADSettings:
 
 @dataclass
 class STTSettings:
-    backend: str = "faster-whisper"  # faster-whisper | transformers | mlx-whisper | openai
+    backend: str = "faster-whisper"  # faster-whisper|transformers|mlx-whisper|parakeet-mlx|openai
     model: str = "Systran/faster-whisper-small"
     language: str = ""  # "" = detect
     device: str = ""  # "" = use the global device
@@ -91,24 +91,27 @@ class LLMSettings:
     history_turns: int = 8  # earlier exchanges kept in the prompt
     context_tokens: int = 2048
     threads: int = 0  # 0 = choose from the CPU count
-    # on few cores, pause the LLM until TTS has made the first sound (measured: no gain on
-    # the starter set, docs/performance.md), so off by default
-    pause_for_first_audio: bool = False
+    # pause the LLM until TTS has made the first sound, so the first piece's synthesis has
+    # the cores (open questions ~0.1 s sooner on 2 cores, docs/performance.md); the LLM
+    # catches up while that first piece plays
+    pause_for_first_audio: bool = True
     dtype: str = "auto"
     base_url: str = ""  # openai backend
     api_key: str = ""  # openai backend, this launch only: kept in the OS keychain
     trust_remote_code: bool = False
+    compile: bool = False  # torch.compile the transformers model at load (slower load)
 
 
 @dataclass
 class TTSSettings:
-    backend: str = "piper"  # piper | vits | kokoro | mlx-audio
+    backend: str = "piper"  # piper | vits | kokoro | qwen3-tts | mlx-audio
     model: str = ""
     voice: str = ""
     device: str = ""
     speed: float = 1.0
     language: str = ""
     bits: int = 0  # MLX quantization of the voice model: 0 = bf16, or 4 / 6 / 8
+    compile: bool = False  # torch.compile the torch voice model (vits, qwen3-tts) at load
 
 
 @dataclass
