@@ -298,7 +298,7 @@ def test_a_spoken_question_is_answered_aloud(rig, speech, starter_stt_model):
 
     history = Path(env["S2S_DATA_DIR"]) / "history.jsonl"
     saved = [json.loads(line) for line in history.read_text().splitlines()]
-    assert "capital of france" in saved[-1]["user"].lower()
+    assert "capital" in saved[-1]["user"].lower() and "france" in saved[-1]["user"].lower()
     # what was said stays out of the logs (without -v)
     logs = [p.read_text(errors="replace") for p in Path(env["S2S_LOG_DIR"]).glob("*.log*")]
     logs.append((app.root / "app.log").read_text(errors="replace"))
