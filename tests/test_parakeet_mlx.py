@@ -364,7 +364,12 @@ def test_load_names_the_extra_when_parakeet_mlx_is_missing(monkeypatch):
         stt.load()
 
 
-def test_import_recognises_a_parakeet_folder(tiny_dir):
+def test_import_recognises_a_parakeet_folder(tmp_path):
+    import json
+
     from s2s_desktop.models.importer import detect_model_kind
 
-    assert detect_model_kind(tiny_dir) == ("stt", "parakeet-mlx")
+    target = "nemo.collections.asr.models.rnnt_bpe_models.EncDecRNNTBPEModel"
+    (tmp_path / "config.json").write_text(json.dumps({"target": target}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    assert detect_model_kind(tmp_path) == ("stt", "parakeet-mlx")
