@@ -39,7 +39,8 @@ SKIP = re.compile(
     r"|\.(pyi|h|hpp|a|lib|pdb|cmake|pc)$"
     r"|^piper/(hebrew|tashkeel/.*\.onnx|train)/?"
     r"|^torch/(bin|share|testing)/"
-    r"|^onnxruntime/capi/libonnxruntime\.so\."  # the C API library: Python never loads it
+    # the C API library: the Python extension has the runtime linked in (the spec drops it)
+    r"|^onnxruntime/capi/(lib)?onnxruntime(\.[\d.]+)?\.(dylib|dll|so[\d.]*)$"
 )
 FAT_MAGIC = 0xCAFEBABE
 CPU_TYPE_ARM64 = 0x0100000C
@@ -59,8 +60,8 @@ def qt_file_kept(name: str) -> bool:
         rest,
     ):
         return False
-    if "translations/" in rest:
-        return "qtbase_" in rest
+    if "translations/" in rest or ".app/" in rest:  # the spec drops Qt's translations
+        return False
     if re.search(
         r"Qt6?(3D|Quick|Qml|Web|Multimedia|Designer|Help|Pdf|Sql|Test|Xml|Bluetooth|"
         r"Nfc|Sensors|Serial|Positioning|Location|Charts|DataVis|Graphs|Spatial|"
@@ -125,12 +126,18 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="what is not a wheel: the Python runtime, a locally built llama.cpp",
     )
-    p.add_argument("--exclude", action="append", default=[], help="wheel name to leave out")
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        help="wheel name to leave out (repeat, or comma-separated)",
+    )
     args = p.parse_args(argv)
     rows = []
     for whl in sorted(args.wheels.glob("*.whl")):
         name, size = wheel_bytes(whl)
-        if name not in {e.lower().replace("-", "_") for e in args.exclude}:
+        left_out = {e.strip().lower().replace("-", "_") for x in args.exclude for e in x.split(",")}
+        if name not in left_out:
             rows.append((size, name))
     rows.sort(reverse=True)
     for size, name in rows:

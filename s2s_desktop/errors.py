@@ -1,5 +1,7 @@
 """Typed, user-facing errors. Each message says what went wrong and what to do next."""
 
+import sys
+
 
 class S2SError(Exception):
     """Base of every error the UI or CLI shows to the user as one clear line."""
@@ -18,6 +20,11 @@ class BackendUnavailable(S2SError):
 
     def __init__(self, backend: str, package: str, extra: str | None = None):
         hint = f'pip install "s2s-desktop[{extra}]"' if extra else f"pip install {package}"
+        if getattr(sys, "frozen", False):  # an installer build: pip cannot add to it
+            hint = (
+                "this installer does not include it; choose another backend in "
+                f"Settings, or use the pip install ({hint})"
+            )
         super().__init__(f"backend '{backend}' needs the package '{package}': {hint}")
         self.backend, self.package, self.extra = backend, package, extra
 

@@ -59,12 +59,26 @@ def test_the_catalog_is_found_from_the_source_checkout_and_is_well_formed(catalo
 def test_every_model_a_profile_uses_is_in_the_catalog(catalog, monkeypatch, profile, apple):
     """Settings from a profile mark exactly that profile's catalog entries as used."""
     monkeypatch.setattr(config, "apple_silicon", lambda: apple)
+    monkeypatch.setattr(config, "kokoro_english_installed", lambda: True)
     settings, _ = config.resolve(profile, use_file=False)
     tag = "auto-apple" if apple else profile
     mgr = ModelManager(catalog=catalog, settings=settings)
     used = {m.id for m in mgr.list() if m.used_by_settings}
     assert used == {e.id for e in catalog.for_profile(tag)}
     assert {catalog.get(i).stage for i in used} == {"vad", "stt", "llm", "tts"}
+
+
+def test_apple_auto_profile_speaks_with_piper_where_kokoro_cannot_run(catalog, monkeypatch):
+    """The macOS installer has no Kokoro English G2P (spaCy): its auto profile uses piper."""
+    monkeypatch.setattr(config, "apple_silicon", lambda: True)
+    monkeypatch.setattr(config, "kokoro_english_installed", lambda: False)
+    settings, _ = config.resolve("auto", use_file=False)
+    assert (settings.stt.backend, settings.llm.backend) == ("mlx-whisper", "mlx-lm")
+    assert settings.tts.backend == "piper" and "lessac" in settings.tts.voice
+    used = {
+        m.id for m in ModelManager(catalog=catalog, settings=settings).list() if m.used_by_settings
+    }
+    assert "piper-lessac-medium" in used and "kokoro-82m-bf16-mlx" not in used
 
 
 @pytest.mark.skipif(not starter_installed(), reason="starter packages not installed")

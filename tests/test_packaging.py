@@ -65,28 +65,33 @@ class _Recorder:
         return types.SimpleNamespace(pure=[], scripts=[], binaries=[], datas=[], kind=self.kind)
 
 
-@pytest.fixture(scope="module")
-def starter_spec(tmp_path_factory):
-    """The spec evaluated for the starter flavour, with PyInstaller's targets recorded."""
-    pytest.importorskip("PyInstaller", reason="pip install pyinstaller")
-    for module in flavours.STARTER_MODELS + ("llama_cpp", "piper"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (pip install -e '.[starter]')")
+def evaluate_spec(flavour: str, work: Path, **environ: str) -> dict:
+    """The spec evaluated for one flavour, with PyInstaller's targets recorded."""
     calls: dict = {}
     names = {k: _Recorder(calls, k) for k in ("Analysis", "PYZ", "EXE", "COLLECT", "BUNDLE")}
-    work = tmp_path_factory.mktemp("specwork")
     env = {"SPECPATH": str(PACKAGING), "workpath": str(work), "__file__": "s2s_desktop.spec"}
-    old = os.environ.get("S2S_FLAVOUR")
-    os.environ["S2S_FLAVOUR"] = "starter"
+    saved = {k: os.environ.get(k) for k in ("S2S_FLAVOUR", *environ)}
+    os.environ.update(S2S_FLAVOUR=flavour, **environ)
     try:
         code = compile((PACKAGING / "s2s_desktop.spec").read_text(), "s2s_desktop.spec", "exec")
         exec(code, {**names, **env})
     finally:
-        if old is None:
-            os.environ.pop("S2S_FLAVOUR", None)
-        else:
-            os.environ["S2S_FLAVOUR"] = old
-    return calls, work
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return calls
+
+
+@pytest.fixture(scope="module")
+def starter_spec(tmp_path_factory):
+    pytest.importorskip("PyInstaller", reason="pip install pyinstaller")
+    for module in flavours.STARTER_MODELS + ("llama_cpp", "piper"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed (pip install -e '.[starter]')")
+    work = tmp_path_factory.mktemp("specwork")
+    return evaluate_spec("starter", work), work
 
 
 def test_spec_collects_resources_vad_models_and_starter_models(starter_spec):
@@ -105,6 +110,59 @@ def test_spec_collects_resources_vad_models_and_starter_models(starter_spec):
     assert any("libllama" in Path(src).name for src, _ in analysis["binaries"])
     ids = (work / "downloadable-models.txt").read_text().split()
     assert "whisper-base-ct2" in ids and "whisper-tiny-en-starter" not in ids
+
+
+def test_starter_spec_leaves_pyav_to_the_stand_in_hook(starter_spec):
+    calls, _ = starter_spec
+    ((_, analysis),) = calls["Analysis"]
+    assert "av" in analysis["excludes"] and "av" not in analysis["hiddenimports"]
+    assert [Path(h).name for h in analysis["runtime_hooks"]] == ["standins.py"]
+
+
+def test_mlx_spec_leaves_out_torch_numba_scipy_and_kokoro_g2p(tmp_path):
+    pytest.importorskip("PyInstaller", reason="pip install pyinstaller")
+    for module in flavours.MLX_STACK + ("llama_cpp", "piper"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed")
+    calls = evaluate_spec("mlx", tmp_path, S2S_ANY_PLATFORM="1")
+    ((_, analysis),) = calls["Analysis"]
+    excludes, hidden = set(analysis["excludes"]), set(analysis["hiddenimports"])
+    assert {"torch", "numba", "llvmlite", "scipy", "librosa", "misaki", "spacy"} <= excludes
+    assert {"av", "mlx_whisper.timing"} <= excludes
+    assert "mlx_whisper.timing" not in hidden and "mlx_whisper.transcribe" in hidden
+    assert "mlx_lm.models.qwen2" in hidden and "s2s_desktop.engines.tts.mlx_audio" in hidden
+
+
+STANDINS_HOOK = PACKAGING / "rthooks" / "standins.py"
+
+
+def test_stand_in_answers_only_for_a_module_the_bundle_lacks():
+    # site-packages hidden, as in a bundle without PyAV: `import av` works, using it says why not
+    code = (
+        "import sys; sys.path[:] = [p for p in sys.path if 'packages' not in p]\n"
+        f"exec(open({str(STANDINS_HOOK)!r}).read())\n"
+        "import av\n"
+        "try:\n    av.open('question.mp3')\nexcept ImportError as e:\n    print('refused:', e)\n"
+        "import json\nprint(type(json.loads('1')).__name__)\n"
+        "try:\n    import numpy\nexcept ModuleNotFoundError:\n    print('numpy stays missing')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("refused: decoding audio files with PyAV (FFmpeg) is not part of")
+    assert lines[1:] == ["int", "numpy stays missing"]
+
+
+def test_mlx_whisper_timing_stand_in_imports_and_refuses_word_timestamps():
+    hook = {}
+    exec(compile(STANDINS_HOOK.read_text(), str(STANDINS_HOOK), "exec"), hook)
+    sys.meta_path.remove(next(f for f in sys.meta_path if isinstance(f, hook["StandInFinder"])))
+    spec = hook["StandInFinder"]().find_spec("mlx_whisper.timing")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(ImportError, match="word timestamps .* not part of this build"):
+        module.add_word_timestamps(segments=[])
+    assert hook["StandInFinder"]().find_spec("mlx_whisper.audio") is None
 
 
 def test_spec_builds_one_folder_app_named_for_the_scripts(starter_spec):
@@ -299,3 +357,13 @@ def test_release_smoke_script_passes_on_the_bundle(starter_bundle, capsys):
     folder, _ = starter_bundle
     assert smoke_test.main([str(folder / "s2s-desktop")]) == 0  # what release.yml runs
     assert "smoke test passed" in capsys.readouterr().out
+
+
+def test_a_backend_the_installer_left_out_says_so_not_pip(monkeypatch):
+    from s2s_desktop.errors import BackendUnavailable
+
+    pip_hint = str(BackendUnavailable("kokoro", "spacy", "kokoro"))
+    assert pip_hint.endswith('pip install "s2s-desktop[kokoro]"')
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    message = str(BackendUnavailable("kokoro", "spacy", "kokoro"))
+    assert "this installer does not include it; choose another backend in Settings" in message
