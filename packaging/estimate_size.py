@@ -22,11 +22,9 @@ import zipfile
 from pathlib import Path
 
 PY_RATIO = 0.35  # .py → compiled and zlib-compressed in the PYZ archive (Linux build: ~0.3-0.4)
-QT_MODULES = ("Core", "Gui", "Widgets", "Network", "DBus", "OpenGL", "Svg")
-QT_PLUGIN_DIRS = (
+QT_MODULES = ("Core", "Gui", "Widgets", "Network", "DBus", "OpenGL")
+QT_PLUGIN_DIRS = (  # imageformats and iconengines: the spec drops them
     "platforms",
-    "imageformats",
-    "iconengines",
     "platformthemes",
     "styles",
     "tls",
@@ -37,6 +35,7 @@ QT_PLUGIN_DIRS = (
 SKIP = re.compile(
     r"(^|/)(__pycache__|tests?|include|share/cmake|lib/cmake|examples|docs?)/"
     r"|\.(pyi|h|hpp|a|lib|pdb|cmake|pc)$"
+    r"|\.dSYM/|^PyObjCTest/"  # macOS debug symbols and pyobjc's tests: never collected
     r"|^piper/(hebrew|tashkeel/.*\.onnx|train)/?"
     r"|^torch/(bin|share|testing)/"
     # the C API library: the Python extension has the runtime linked in (the spec drops it)
@@ -67,7 +66,7 @@ def qt_file_kept(name: str) -> bool:
         r"Nfc|Sensors|Serial|Positioning|Location|Charts|DataVis|Graphs|Spatial|"
         r"Remote|Scxml|StateMachine|Concurrent|PrintSupport|UiTools|Uitools|"
         r"ShaderTools|Labs|VirtualKeyboard|Lottie|TextToSpeech|Http|Protobuf|Grpc|"
-        r"Opcua|Coap|Mqtt|Insight|Canvas|NetworkAuth|Svg Widgets|SvgWidgets|"
+        r"Opcua|Coap|Mqtt|Insight|Canvas|NetworkAuth|Svg|"
         r"OpenGLWidgets|WaylandCompositor|Xml)",
         rest,
     ):
@@ -96,7 +95,7 @@ def slice_size(data_head: bytes, total: int) -> int:
     return total
 
 
-def wheel_bytes(path: Path) -> tuple[str, int]:
+def wheel_bytes(path: Path, with_sources: bool = False) -> tuple[str, int]:
     name = path.name.split("-")[0].lower()
     total = 0
     with zipfile.ZipFile(path) as zf:
@@ -107,7 +106,7 @@ def wheel_bytes(path: Path) -> tuple[str, int]:
             if name in ("pyside6_essentials", "pyside6") and not qt_file_kept(n):
                 continue
             if n.endswith(".py"):
-                total += int(info.file_size * PY_RATIO)
+                total += int(info.file_size * (1 + PY_RATIO if with_sources else PY_RATIO))
                 continue
             size = info.file_size
             if info.file_size > 4096:
@@ -132,10 +131,18 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="wheel name to leave out (repeat, or comma-separated)",
     )
+    p.add_argument(
+        "--with-sources",
+        action="append",
+        default=[],
+        help="wheel whose .py files are also copied as sources (transformers, when with torch)",
+    )
     args = p.parse_args(argv)
     rows = []
+    sources = {e.strip().lower().replace("-", "_") for x in args.with_sources for e in x.split(",")}
     for whl in sorted(args.wheels.glob("*.whl")):
-        name, size = wheel_bytes(whl)
+        name = whl.name.split("-")[0].lower()
+        name, size = wheel_bytes(whl, with_sources=name in sources)
         left_out = {e.strip().lower().replace("-", "_") for x in args.exclude for e in x.split(",")}
         if name not in left_out:
             rows.append((size, name))

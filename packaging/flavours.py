@@ -52,7 +52,7 @@ MLX_STACK = ("mlx", "mlx_lm", "mlx_whisper", "mlx_audio")  # mlx-metal installs 
 # app runs never import it (parakeet-mlx does, for its mel filters, so it stays pip-only).
 STANDINS = ("av", "mlx_whisper.timing")
 # Optional imports of transformers / huggingface_hub / llama-cpp-python corners the app never
-# reaches (vision processors, VITS phonemes, the OpenAI client types, webhooks); each is
+# reaches (vision processors, VITS phonemes, the OpenAI client types, webhooks, CLIs); each is
 # imported lazily or behind an availability check, so leaving it out only shrinks the bundle.
 UNREACHED = (
     "PIL",
@@ -65,6 +65,10 @@ UNREACHED = (
     "babel",
     "language_tags",
     "num2words",
+    "rich",  # mlx-lm's and httpx's command-line front ends
+    "pygments",
+    "markdown_it",
+    "mdurl",
 )
 MLX_LEFT_OUT = ("numba", "llvmlite", "scipy", "librosa", "sklearn", "parakeet_mlx")
 # Kokoro's English G2P (misaki → spaCy + en_core_web_sm, ~85 MB): not in the size-bound
@@ -143,13 +147,14 @@ FLAVOURS: dict[str, Flavour] = {
         "Apple Silicon: MLX Whisper / mlx-lm / mlx-audio + llama.cpp (Metal) and piper, no torch",
         CORE_PACKAGES + LLAMA_PIPER + MLX_STACK + ("transformers", "safetensors"),
         # transformers stays (without torch): mlx-lm and mlx-audio load tokenizers through it.
-        # hf_xet: without it huggingface_hub downloads Xet-stored files over plain HTTPS
+        # hf_xet: without it huggingface_hub downloads Xet-stored files over plain HTTPS;
+        # sentencepiece/protobuf: only for tokenizers without a tokenizer.json (MLX repos have it)
         excluded=ALWAYS_EXCLUDED
         + TORCH_STACK
         + MLX_LEFT_OUT
         + KOKORO_G2P
         + UNREACHED
-        + ("hf_xet",),
+        + ("hf_xet", "sentencepiece", "google.protobuf"),
         platforms=("darwin",),
         standins=STANDINS,
     ),
@@ -160,7 +165,8 @@ FLAVOURS: dict[str, Flavour] = {
         excluded=ALWAYS_EXCLUDED
         + MLX_STACK
         + KOKORO_G2P
-        + ("triton", "nvidia", "kokoro", "torchvision"),
+        + UNREACHED
+        + ("triton", "nvidia", "kokoro", "torchvision", "hf_xet"),
         platforms=("win32", "linux"),
         cpu_only_torch=True,
         standins=("av",),

@@ -142,11 +142,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--models-from", metavar="PYTHON", help="use the starter models installed for this Python"
     )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="then override a setting, e.g. --set stt.backend=mlx-whisper (other backends' run)",
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="s2s-smoke-") as tmp:
         env = isolated_env(Path(tmp))
         print(version(args.binary, env))
         extra = starter_overrides(args.models_from) if args.models_from else []
+        extra += [arg for kv in args.overrides for arg in ("--set", kv)]
         try:
             rec = run_question(args.binary, args.wav, Path(tmp) / "out", env, extra)
             check_answer(rec)

