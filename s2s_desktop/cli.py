@@ -1,6 +1,6 @@
 """`s2s-desktop`: the app (no arguments), `run` (WAV in → WAV out, headless), `bench`,
-`models`, `devices`, and the commands a running app accepts (toggle, talk-start, talk-stop,
-quit, status)."""
+`models`, `cuda`, `devices`, and the commands a running app accepts (toggle, talk-start,
+talk-stop, quit, status)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_models_parser = None
     if add_models_parser is not None:
         add_models_parser(sub)
+    from .cuda_cli import add_cuda_parser
+
+    add_cuda_parser(sub)
 
     dev = sub.add_parser("devices", help="list compute and audio devices")
     dev.add_argument("--json", action="store_true")
@@ -162,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         from .models.models_cli import models_command
 
         handler = models_command
+    elif args.command == "cuda":
+        from .cuda_cli import cuda_command
+
+        handler = cuda_command
     elif args.command in APP_COMMANDS:
         handler = cmd_app_control
     else:

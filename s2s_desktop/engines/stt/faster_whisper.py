@@ -73,6 +73,25 @@ def model_folder(ref: str) -> Path:
     return path
 
 
+def use_downloaded_cuda() -> None:
+    """Load the CUDA libraries `s2s-desktop cuda install` downloaded, before CTranslate2
+    looks for cuBLAS/cuDNN (it does so on first use, by name)."""
+    from ... import cuda_runtime
+
+    if cuda_runtime.is_installed():
+        cuda_runtime.activate()  # a reason is logged; CTranslate2 then reports what is missing
+
+
+def cuda_hint(error: str) -> str:
+    """Advice for a missing cuBLAS/cuDNN when the downloadable copy is not installed."""
+    from ... import cuda_runtime
+
+    missing = any(k in error.lower() for k in ("cublas", "cudnn"))
+    if missing and not cuda_runtime.is_installed():
+        return "run `s2s-desktop cuda install` to download NVIDIA's CUDA libraries, or "
+    return ""
+
+
 class FasterWhisperSTT(STTEngine):
     name = "faster-whisper"
 
@@ -91,6 +110,8 @@ class FasterWhisperSTT(STTEngine):
                 f"faster-whisper runs on cpu or cuda, not {base}: set stt.device=cpu, or "
                 "stt.backend=mlx-whisper on Apple Silicon"
             )
+        if base == "cuda":
+            use_downloaded_cuda()
         if base == "cuda" and ctranslate2.get_cuda_device_count() <= index:
             raise DeviceUnavailable(
                 f"CTranslate2 sees no CUDA device {index} (driver or CUDA libraries missing?): "
@@ -119,10 +140,10 @@ class FasterWhisperSTT(STTEngine):
             raise ModelLoadError(self._load_message(path, exc)) from exc
         except (RuntimeError, OSError) as exc:
             text = str(exc)
-            if base == "cuda" and any(k in text for k in ("CUDA", "cuda", "cuBLAS", "cudnn")):
+            if base == "cuda" and any(k in text.lower() for k in ("cuda", "cublas", "cudnn")):
                 raise DeviceUnavailable(
                     f"faster-whisper could not use {self.device} ({text.splitlines()[0]}): "
-                    "set stt.device=cpu"
+                    f"{cuda_hint(text)}set stt.device=cpu"
                 ) from exc
             raise ModelLoadError(self._load_message(path, exc)) from exc
         self.compute_type = compute

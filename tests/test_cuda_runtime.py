@@ -1,0 +1,478 @@
+"""CUDA libraries downloaded on first use: a fake PyPI JSON API on loopback serves tiny wheels
+built here (fake .so/.dll files under nvidia/<lib>/...), and the real code downloads, checks,
+unpacks, activates and removes them."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from s2s_desktop import cli
+from s2s_desktop import cuda_runtime as cr
+
+LINUX_TAG = "manylinux_2_27_x86_64"
+
+
+# ---------------------------------------------------------------- fake index
+
+
+class FakeIndex:
+    """`/pypi/<name>/json` like PyPI's, and `/packages/<file>` with Range support. A path in
+    `cut` gets its next response stopped half way (the connection closes)."""
+
+    def __init__(self):
+        self.files: dict[str, bytes] = {}
+        self.json: dict[str, dict] = {}
+        self.requests: list[tuple[str, str | None]] = []
+        self.cut: set[str] = set()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    def release(self, package: cr.Package, wheels: dict[str, bytes], relative=False, sha=None):
+        entries = []
+        for name, data in wheels.items():
+            self.files[f"/packages/{name}"] = data
+            entries.append(
+                {
+                    "filename": name,
+                    "packagetype": "bdist_wheel",
+                    # the real mirror answers with URLs relative to the JSON's own
+                    "url": f"../../packages/{name}" if relative else f"{self.url}/packages/{name}",
+                    "size": len(data),
+                    "digests": {"sha256": sha or hashlib.sha256(data).hexdigest()},
+                    "yanked": False,
+                }
+            )
+        self.json[package.name] = {
+            "info": {"name": package.name, "version": "99.0"},
+            "releases": {package.version: entries, "0.0.1.dev5": []},
+            "urls": [],
+        }
+
+    def wheel_gets(self) -> list[tuple[str, str | None]]:
+        return [r for r in self.requests if r[0].startswith("/packages/")]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _handler(index: FakeIndex):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            index.requests.append((self.path, self.headers.get("Range")))
+            if self.path.startswith("/pypi/"):
+                name = self.path.split("/")[2]
+                if name not in index.json:
+                    return self.send_error(404)
+                body = json.dumps(index.json[name]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                return self.wfile.write(body)
+            data = index.files.get(self.path)
+            if data is None:
+                return self.send_error(404)
+            start = 0
+            rng = self.headers.get("Range")
+            if rng:
+                start = int(rng.split("=")[1].split("-")[0])
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            else:
+                self.send_response(200)
+            self.send_header("Content-Length", str(len(data) - start))
+            self.end_headers()
+            body = data[start:]
+            if self.path in index.cut:
+                index.cut.discard(self.path)
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(body)
+
+    return Handler
+
+
+def make_wheel(package: cr.Package, lib: str, libs: dict[str, bytes], windows=False) -> bytes:
+    """A wheel shaped like NVIDIA's: headers, __init__.py files, libraries, licence, METADATA."""
+    dist = f"{package.name.replace('-', '_')}-{package.version}.dist-info"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("nvidia/__init__.py", "")
+        z.writestr(f"nvidia/{lib}/__init__.py", "")
+        z.writestr(f"nvidia/{lib}/include/{lib}.h", "/* header */\n")
+        for name, data in libs.items():
+            z.writestr(f"nvidia/{lib}/{'bin' if windows else 'lib'}/{name}", data)
+        z.writestr(f"{dist}/License.txt", f"licence of {package.name}\n")
+        z.writestr(f"{dist}/METADATA", f"Name: {package.name}\nVersion: {package.version}\n")
+        z.writestr(f"{dist}/RECORD", "")
+    return buf.getvalue()
+
+
+def wheel_name(package: cr.Package, tag: str) -> str:
+    return f"{package.name.replace('-', '_')}-{package.version}-py3-none-{tag}.whl"
+
+
+def blob(n: int, seed: int) -> bytes:
+    return hashlib.sha256(str(seed).encode()).digest() * (n // 32)
+
+
+CUBLAS_LIBS = {
+    "libcublas.so.12": blob(96_000, 1),
+    "libcublasLt.so.12": blob(160_000, 2),
+    "libnvblas.so.12": blob(3_200, 3),  # must never be kept
+}
+CUDNN_LIBS = {"libcudnn.so.9": blob(6_400, 4), "libcudnn_ops.so.9": blob(32_000, 5)}
+
+
+def publish(index: FakeIndex, cublas_libs=None, relative=True, sha=None) -> dict[str, bytes]:
+    """Both pinned packages, each with a Linux and a Windows wheel; returns the Linux wheels."""
+    cublas = make_wheel(cr.CUBLAS, "cublas", cublas_libs or CUBLAS_LIBS)
+    cudnn = make_wheel(cr.CUDNN, "cudnn", CUDNN_LIBS)
+    win = make_wheel(cr.CUBLAS, "cublas", {"cublas64_12.dll": b"MZ" * 100}, windows=True)
+    index.release(
+        cr.CUBLAS,
+        {wheel_name(cr.CUBLAS, "win_amd64"): win, wheel_name(cr.CUBLAS, LINUX_TAG): cublas},
+        relative=relative,
+        sha=sha,
+    )
+    index.release(
+        cr.CUDNN,
+        {wheel_name(cr.CUDNN, "win_amd64"): win, wheel_name(cr.CUDNN, LINUX_TAG): cudnn},
+    )
+    return {wheel_name(cr.CUBLAS, LINUX_TAG): cublas, wheel_name(cr.CUDNN, LINUX_TAG): cudnn}
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the fake wheels are Linux ones")
+    for var in ("S2S_DATA_DIR", "S2S_CACHE_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    fake = FakeIndex()
+    monkeypatch.setenv(cr.INDEX_ENV, fake.url)
+    monkeypatch.setattr(cr, "ctranslate2_version", lambda: "4.6.0")  # a build that uses cuDNN
+    yield fake
+    fake.stop()
+
+
+def installed_files() -> set[str]:
+    root = cr.install_dir()
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def leftovers() -> list[str]:
+    parent = cr.install_dir().parent
+    return [p.name for p in parent.iterdir() if p.name.startswith(".")] if parent.exists() else []
+
+
+# ---------------------------------------------------------------- plan
+
+
+def test_plan_resolves_this_platforms_wheels_and_their_sizes(index):
+    wheels = publish(index)
+    plan = cr.plan(ct2_version="4.6.0")
+    assert [w.package.name for w in plan.wheels] == ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"]
+    assert [w.filename for w in plan.wheels] == list(wheels)  # the Linux ones, not Windows
+    assert plan.download_bytes == sum(len(b) for b in wheels.values())
+    assert plan.wheels[0].url == f"{index.url}/packages/{plan.wheels[0].filename}"  # joined
+    assert plan.wheels[0].sha256 == hashlib.sha256(wheels[plan.wheels[0].filename]).hexdigest()
+    assert plan.folder == cr.install_dir() and not plan.up_to_date
+    assert index.wheel_gets() == []  # planning downloads nothing
+
+    newer = cr.plan(ct2_version="4.8.5")  # CTranslate2 4.6.3+ has no cuDNN in it
+    assert [w.package.name for w in newer.wheels] == ["nvidia-cublas-cu12"]
+    assert len(cr.plan(ct2_version="4.8.5", with_cudnn=True).wheels) == 2
+    with pytest.raises(cr.CudaUnsupported, match="cuDNN 8.*4.5 or later"):
+        cr.plan(ct2_version="4.4.0")
+
+
+def test_wheel_choice_follows_os_cpu_and_glibc():
+    files = [
+        {"filename": "x-1-py3-none-win_amd64.whl", "packagetype": "bdist_wheel"},
+        {"filename": "x-1-py3-none-manylinux_2_27_aarch64.whl", "packagetype": "bdist_wheel"},
+        {"filename": "x-1-py3-none-manylinux_2_27_x86_64.whl", "packagetype": "bdist_wheel"},
+        {"filename": "x-1.tar.gz", "packagetype": "sdist"},
+    ]
+    assert cr.pick_wheel(files, "win_amd64")["filename"].endswith("win_amd64.whl")
+    assert cr.pick_wheel(files, "linux_x86_64", glibc=(2, 36))["filename"].endswith(
+        "2_27_x86_64.whl"
+    )
+    legacy = [{"filename": "x-1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"}]
+    assert cr.pick_wheel(legacy, "linux_x86_64", glibc=(2, 17)) is legacy[0]
+    with pytest.raises(cr.CudaUnsupported, match="glibc 2.27 or newer.*glibc 2.17"):
+        cr.pick_wheel(files, "linux_x86_64", glibc=(2, 17))
+    assert cr.platform_key("win32", "AMD64") == "win_amd64"
+    assert cr.platform_key("linux", "x86_64") == "linux_x86_64"
+    for system, machine in (("darwin", "arm64"), ("linux", "aarch64")):
+        with pytest.raises(cr.CudaUnsupported, match="stt.device=cpu"):
+            cr.platform_key(system, machine)
+    # dependencies load first: cudart, cublasLt, cublas, then cuDNN's parts, its shim last
+    names = ["libcudnn.so.9", "libcublas.so.12", "libcudnn_ops.so.9", "libcublasLt.so.12"]
+    assert sorted(names, key=cr.load_rank) == [
+        "libcublasLt.so.12",
+        "libcublas.so.12",
+        "libcudnn_ops.so.9",
+        "libcudnn.so.9",
+    ]
+    dlls = ["cudnn64_9.dll", "cublas64_12.dll", "cublasLt64_12.dll", "cudart64_12.dll"]
+    assert sorted(dlls, key=cr.load_rank) == [
+        "cudart64_12.dll",
+        "cublasLt64_12.dll",
+        "cublas64_12.dll",
+        "cudnn64_9.dll",
+    ]
+
+
+# ---------------------------------------------------------------- install
+
+
+def test_install_keeps_only_libraries_and_licences_and_writes_a_manifest(index):
+    publish(index)
+    events = []
+    st = cr.install(progress=events.append)
+    assert installed_files() == {
+        "libcublas.so.12",
+        "libcublasLt.so.12",
+        "libcudnn.so.9",
+        "libcudnn_ops.so.9",
+        "licenses/nvidia-cublas-cu12-License.txt",
+        "licenses/nvidia-cudnn-cu12-License.txt",
+        "manifest.json",
+    }  # no headers, no __init__.py, no NVBLAS
+    assert (cr.install_dir() / "libcublasLt.so.12").read_bytes() == CUBLAS_LIBS["libcublasLt.so.12"]
+    manifest = json.loads((cr.install_dir() / "manifest.json").read_text())
+    assert {p["name"]: p["version"] for p in manifest["packages"]} == {
+        "nvidia-cublas-cu12": "12.8.4.1",
+        "nvidia-cudnn-cu12": "9.10.2.21",
+    }
+    assert {f["name"]: f["size"] for f in manifest["files"]}["libcublas.so.12"] == 96_000
+    assert st.installed and st.versions == cr.status().versions
+    assert st.size_bytes > 96_000 + 160_000
+    assert leftovers() == [] and list(cr.download_dir().iterdir()) == []  # wheels deleted
+    assert {(e.step, e.index) for e in events} == {
+        ("download", 1),
+        ("download", 2),
+        ("unpack", 1),
+        ("unpack", 2),
+    }
+    assert events[-1].step == "unpack" and events[-1].done == events[-1].total
+    assert cr.plan().up_to_date  # a second install has nothing to do
+    assert cr.install().installed and len(index.wheel_gets()) == 2
+
+
+def test_a_cut_download_resumes_with_a_range_request(index):
+    wheels = publish(index)
+    cublas = next(iter(wheels))
+    index.cut.add(f"/packages/{cublas}")
+    assert cr.install().installed
+    gets = [r for r in index.wheel_gets() if r[0].endswith(cublas)]
+    assert len(gets) == 2 and gets[0][1] is None
+    assert gets[1][1] == f"bytes={len(wheels[cublas]) // 2}-"  # only the rest came again
+
+
+def test_a_partial_file_from_an_earlier_run_is_resumed(index):
+    wheels = publish(index)
+    cublas, data = next(iter(wheels.items()))
+    cr.download_dir().mkdir(parents=True)
+    (cr.download_dir() / f"{cublas}.part").write_bytes(data[:10_000])
+    assert cr.install().installed
+    assert (f"/packages/{cublas}", "bytes=10000-") in index.wheel_gets()
+
+
+def test_a_hash_mismatch_is_refused_and_nothing_is_installed(index):
+    publish(index, sha="0" * 64)
+    with pytest.raises(cr.CudaError, match="does not match the sha256.*nothing was installed"):
+        cr.install()
+    st = cr.status()
+    assert not st.installed and not cr.install_dir().exists()
+    assert leftovers() == []
+    assert [p.name for p in cr.download_dir().iterdir()] == []  # the bad bytes are gone
+
+
+def test_a_failed_update_leaves_the_working_install_alone(index):
+    publish(index)
+    before = cr.install()
+    publish(index, cublas_libs={"libcublas.so.12": b"new"}, sha="f" * 64)
+    plan = cr.plan()
+    plan.up_to_date = False  # as if the pinned versions had changed
+    with pytest.raises(cr.CudaError, match="sha256"):
+        cr.install(from_plan=plan)
+    after = cr.status()
+    assert after.installed and after.files == before.files
+    assert (cr.install_dir() / "libcublas.so.12").read_bytes() == CUBLAS_LIBS["libcublas.so.12"]
+    assert leftovers() == []
+
+
+def test_remove_deletes_the_libraries(index):
+    publish(index)
+    size = cr.install().size_bytes
+    assert cr.remove() >= size
+    assert not cr.install_dir().exists() and not cr.status().installed
+    assert cr.remove() == 0  # nothing left: still fine
+
+
+# ---------------------------------------------------------------- activate
+
+
+def _gcc(src: str, out: Path, *args: str) -> None:
+    """A shared library with its soname set, as NVIDIA's are (the loader matches by it)."""
+    c = out.with_name(out.name.split(".")[0] + ".c")
+    c.write_text(src)
+    cmd = ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{out.name}", "-o", str(out), str(c), *args]
+    subprocess.run(cmd, check=True)
+
+
+def test_activate_preloads_real_libraries_so_a_lookup_by_name_finds_them(index, tmp_path):
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    build = tmp_path / "build"
+    build.mkdir()
+    _gcc("int lt_answer(void) { return 42; }\n", build / "libcublasLt.so.12")
+    # libcublas needs libcublasLt, without an rpath: it loads only if Lt is loaded first
+    _gcc(
+        "int lt_answer(void);\nint cublas_answer(void) { return lt_answer() + 1; }\n",
+        build / "libcublas.so.12",
+        f"-L{build}",
+        "-l:libcublasLt.so.12",
+    )
+    libs = {n: (build / n).read_bytes() for n in ("libcublas.so.12", "libcublasLt.so.12")}
+    publish(index, cublas_libs=libs)
+    cr.install(from_plan=cr.plan(ct2_version="4.8.5"))  # cuBLAS only
+    folder = cr.install_dir()
+    probe = (
+        "import ctypes, json, sys\n"
+        "from s2s_desktop import cuda_runtime as cr\n"
+        "print(repr(cr.activate()))\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print(json.dumps(sorted({l.split()[-1] for l in maps.splitlines() if sys.argv[1] in l})))\n"
+        "print(ctypes.CDLL('libcublas.so.12').cublas_answer())\n"  # as CTranslate2 does
+        "print(repr(cr.activate()))\n"
+    )
+    env = {**os.environ, "LD_LIBRARY_PATH": ""}
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(folder)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=Path(__file__).parents[1],
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "None"
+    mapped = json.loads(lines[1])  # both are in the process's memory map
+    assert mapped == [str(folder / "libcublas.so.12"), str(folder / "libcublasLt.so.12")]
+    assert lines[2] == "43" and lines[3] == "None"
+
+
+def test_activate_gives_a_reason_instead_of_raising(index):
+    assert "not installed" in cr.activate()
+    publish(index, cublas_libs={"libcublas.so.12": b"not an ELF file", "libcublasLt.so.12": b"x"})
+    cr.install(from_plan=cr.plan(ct2_version="4.8.5"))
+    reason = cr.activate()
+    assert "libcublas.so.12" in reason and "s2s-desktop cuda install" in reason
+    (cr.install_dir() / "libcublas.so.12").unlink()
+    assert not cr.status().installed and "missing or damaged" in cr.status().problem
+
+
+def test_faster_whisper_activates_the_download_on_cuda_only(monkeypatch, tmp_path):
+    from s2s_desktop.config import STTSettings
+    from s2s_desktop.engines.stt import faster_whisper as fw
+    from s2s_desktop.errors import DeviceUnavailable, ModelLoadError
+
+    pytest.importorskip("faster_whisper")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.bin").write_bytes(b"")
+    (model / "tokenizer.json").write_text("{}")
+    calls = []
+    monkeypatch.setattr(cr, "is_installed", lambda: True)
+    monkeypatch.setattr(cr, "activate", lambda folder=None: calls.append(folder))
+    with pytest.raises((DeviceUnavailable, ModelLoadError)):
+        fw.FasterWhisperSTT(STTSettings(model=str(model)), "cuda").load()
+    assert calls == [None]
+    with pytest.raises(ModelLoadError):  # the empty model.bin
+        fw.FasterWhisperSTT(STTSettings(model=str(model)), "cpu").load()
+    assert calls == [None]
+    monkeypatch.setattr(cr, "is_installed", lambda: False)
+    assert "s2s-desktop cuda install" in fw.cuda_hint("Library libcublas.so.12 is not found")
+    assert fw.cuda_hint("out of memory") == ""
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_install_shows_the_plan_then_installs_and_status_reports_it(index, capsys):
+    wheels = publish(index)
+    assert cli.main(["cuda", "install", "--yes"]) == 0
+    out = capsys.readouterr()
+    assert "nvidia-cublas-cu12 12.8.4.1" in out.out and "nvidia-cudnn-cu12 9.10.2.21" in out.out
+    total = cr.human_size(sum(len(b) for b in wheels.values()))
+    assert f"download {total} from 127.0.0.1" in out.out
+    assert f"installed in {cr.install_dir()}" in out.out
+    assert "[1/2] download" in out.err and "[2/2] unpack" in out.err  # progress lines
+
+    assert cli.main(["cuda", "status"]) == 0
+    out = capsys.readouterr().out
+    assert f"CUDA libraries: installed in {cr.install_dir()}" in out
+    assert "nvidia-cublas-cu12 12.8.4.1" in out and "size on disk:" in out
+    assert cli.main(["cuda", "status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["installed"] is True
+
+    assert cli.main(["cuda", "remove"]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert cli.main(["cuda", "status"]) == 0
+    assert "not installed" in capsys.readouterr().out
+
+
+def test_cli_dry_run_and_no_terminal_download_nothing(index, capsys, monkeypatch):
+    publish(index)
+    assert cli.main(["cuda", "install", "--dry-run"]) == 0
+    assert "nvidia-cublas-cu12" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert cli.main(["cuda", "install"]) == 1
+    assert "--yes" in capsys.readouterr().err
+    assert index.wheel_gets() == [] and not cr.is_installed()
+
+
+def test_cli_failures_exit_1_with_a_clear_message(index, capsys, monkeypatch):
+    publish(index, sha="0" * 64)
+    assert cli.main(["cuda", "install", "--yes"]) == 1
+    assert "does not match the sha256" in capsys.readouterr().err
+
+    publish(index)
+    monkeypatch.setattr(cr, "RETRIES", 0)
+    index.cut.add(f"/packages/{wheel_name(cr.CUBLAS, LINUX_TAG)}")
+    assert cli.main(["cuda", "install", "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert "was cut at" in err and "nothing was installed" in err and "models import" not in err
+
+    dead = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    port = dead.server_address[1]
+    dead.server_close()  # nothing listens there now
+    monkeypatch.setenv(cr.INDEX_ENV, f"http://127.0.0.1:{port}")
+    assert cli.main(["cuda", "install", "--yes"]) == 1
+    assert "cannot reach 127.0.0.1" in capsys.readouterr().err
+    assert not cr.is_installed()
