@@ -19,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGING = ROOT / "packaging"
 sys.path.insert(0, str(PACKAGING))
+import check_size  # noqa: E402
 import flavours  # noqa: E402
 import smoke_test  # noqa: E402
 
@@ -342,7 +343,7 @@ def build_bundle(root: Path, flavour: str, **environ: str) -> tuple[Path, int]:
     )
     assert proc.returncode == 0, f"build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     folder = root / "dist" / "s2s-desktop"
-    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    size = check_size.folder_size(folder)
     print(f"\n{flavour} bundle: {size / 2**20:.0f} MiB, built in {time.monotonic() - t0:.0f} s")
     return folder, size
 
@@ -444,3 +445,13 @@ def test_mlx_flavour_bundle_runs_whisper_and_the_llm_on_mlx(tmp_path_factory, re
     ]
     argv = [str(folder / "s2s-desktop"), "--models-from", sys.executable]
     assert smoke_test.main(argv + [a for kv in mlx_run for a in ("--set", kv)]) == 0
+
+
+def test_size_check_says_whether_a_bundle_meets_its_goal(tmp_path, capsys):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "lib.so").write_bytes(b"\0" * 3_000_000)
+    assert check_size.main([str(tmp_path / "app"), "--goal-mb", "4"]) == 0
+    assert "app: 3 MB (3 MiB) installed, goal 4 MB: met" in capsys.readouterr().out
+    assert check_size.main([str(tmp_path / "app"), "--goal-mb", "2", "--strict"]) == 1
+    assert "::warning title=bundle size::app: 3 MB" in capsys.readouterr().out
+    assert check_size.main([str(tmp_path / "missing"), "--goal-mb", "2"]) == 2
