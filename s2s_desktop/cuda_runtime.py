@@ -478,20 +478,6 @@ def _unpack(wheel: Wheel, path: Path, staging: Path, key: str, cancel, report) -
         return files
 
 
-def _write_json_atomic(path: Path, data: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _download_error(wheel: Wheel, index: str, exc: dl.DownloadError) -> CudaError:
     cause = exc.__cause__
     if isinstance(exc, dl.DownloadCancelled):
@@ -617,7 +603,7 @@ def install(
             "packages": [w.to_json() for w in p.wheels],
             "files": files,
         }
-        _write_json_atomic(staging / MANIFEST, manifest)
+        config.atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=2))
         _swap_in(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
