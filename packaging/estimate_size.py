@@ -21,6 +21,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import transformers_skeleton as skel
+
 PY_RATIO = 0.35  # .py → compiled and zlib-compressed in the PYZ archive (Linux build: ~0.3-0.4)
 QT_MODULES = ("Core", "Gui", "Widgets", "Network", "DBus", "OpenGL")
 QT_PLUGIN_DIRS = (  # imageformats and iconengines: the spec drops them
@@ -95,7 +97,17 @@ def slice_size(data_head: bytes, total: int) -> int:
     return total
 
 
-def wheel_bytes(path: Path, with_sources: bool = False) -> tuple[str, int]:
+def skeleton_bytes(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
+    """A transformers model source as the spec bundles it without torch: its skeleton file,
+    plus its bytecode unless it is torch-only model code (packaging/transformers_skeleton.py)."""
+    module = info.filename[: -len(".py")].replace("/", ".")
+    archived = 0 if skel.TORCH_ONLY_MODEL_CODE.match(module) else int(info.file_size * PY_RATIO)
+    text = skel.skeleton_of(zf.read(info).decode("utf-8"))
+    kept = info.filename.endswith("/__init__.py") or any(b in text for b in skel.KEPT_BLOCKS)
+    return archived + (len(text.encode("utf-8")) if kept else 0)
+
+
+def wheel_bytes(path: Path, with_sources: bool = False, skeleton: bool = False) -> tuple[str, int]:
     name = path.name.split("-")[0].lower()
     total = 0
     with zipfile.ZipFile(path) as zf:
@@ -104,6 +116,9 @@ def wheel_bytes(path: Path, with_sources: bool = False) -> tuple[str, int]:
             if n.endswith("/") or ".dist-info/" in n or ".data/" in n or SKIP.search(n):
                 continue
             if name in ("pyside6_essentials", "pyside6") and not qt_file_kept(n):
+                continue
+            if skeleton and n.startswith("transformers/models/") and n.endswith(".py"):
+                total += skeleton_bytes(zf, info)
                 continue
             if n.endswith(".py"):
                 total += int(info.file_size * (1 + PY_RATIO if with_sources else PY_RATIO))
@@ -137,12 +152,19 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="wheel whose .py files are also copied as sources (transformers, when with torch)",
     )
+    p.add_argument(
+        "--transformers-skeleton",
+        action="store_true",
+        help="transformers as bundled without torch: its skeleton, no torch-only model code",
+    )
     args = p.parse_args(argv)
     rows = []
     sources = {e.strip().lower().replace("-", "_") for x in args.with_sources for e in x.split(",")}
     for whl in sorted(args.wheels.glob("*.whl")):
         name = whl.name.split("-")[0].lower()
-        name, size = wheel_bytes(whl, with_sources=name in sources)
+        name, size = wheel_bytes(
+            whl, with_sources=name in sources, skeleton=args.transformers_skeleton
+        )
         left_out = {e.strip().lower().replace("-", "_") for x in args.exclude for e in x.split(",")}
         if name not in left_out:
             rows.append((size, name))

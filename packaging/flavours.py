@@ -148,13 +148,14 @@ FLAVOURS: dict[str, Flavour] = {
         CORE_PACKAGES + LLAMA_PIPER + MLX_STACK + ("transformers", "safetensors"),
         # transformers stays (without torch): mlx-lm and mlx-audio load tokenizers through it.
         # hf_xet: without it huggingface_hub downloads Xet-stored files over plain HTTPS;
-        # sentencepiece/protobuf: only for tokenizers without a tokenizer.json (MLX repos have it)
+        # sentencepiece/protobuf: only for tokenizers without a tokenizer.json (MLX repos have it);
+        # mlx.extension (and setuptools under it) builds C++ extensions: a developer's tool
         excluded=ALWAYS_EXCLUDED
         + TORCH_STACK
         + MLX_LEFT_OUT
         + KOKORO_G2P
         + UNREACHED
-        + ("hf_xet", "sentencepiece", "google.protobuf"),
+        + ("hf_xet", "sentencepiece", "google.protobuf", "mlx.extension", "setuptools"),
         platforms=("darwin",),
         standins=STANDINS,
     ),

@@ -7,10 +7,14 @@ PyInstaller's hook therefore also copies all 2,500 sources (~50 MB), which the a
 the code is imported from the archive. This writes, instead, each file's top-level lines and its
 `__all__` / `@requires` blocks (what that reader looks at), and checks with transformers' own
 reader that the namespace it builds is the same; the spec falls back to the full sources if not.
+The per-model code that needs torch (modeling_*, …: 27 MB of source) also leaves the archive:
+without torch, transformers never imports it.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -56,3 +60,50 @@ def same_namespace(models: Path, skeleton: Path) -> bool:
     return create_import_structure_from_path(str(models)) == create_import_structure_from_path(
         str(skeleton)
     )
+
+
+# Per-model code that needs torch (or image/video libraries) and that bundles without torch never
+# import: tokenizers, configurations and feature extractors stay. `auto` stays whole: its
+# processing_auto imports image_processing_auto at import time.
+TORCH_ONLY_MODEL_CODE = re.compile(
+    r"transformers\.models\.(?!auto\.)[^.]+\.(modeling_|modular_|image_processing|video_processing|convert_)"
+)
+
+
+def _imported_at_top(source: str, module: str, is_package: bool) -> set[str]:
+    """Modules a source imports when it is imported (not inside functions or TYPE_CHECKING)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(sub, ast.Import):
+                found.update(alias.name for alias in sub.names)
+            elif isinstance(sub, ast.ImportFrom):
+                base = sub.module or ""
+                if sub.level:
+                    parent = package.rsplit(".", sub.level - 1)[0] if sub.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in sub.names)
+    return found
+
+
+def model_code_to_leave_out(pure_toc) -> set[str]:
+    """Names in PyInstaller's pure-module list matching TORCH_ONLY_MODEL_CODE that no kept
+    module imports at import time (a kept module that does keeps it)."""
+    sources = {name: src for name, src, _kind in pure_toc if name.startswith("transformers.")}
+    dropped = {name for name in sources if TORCH_ONLY_MODEL_CODE.match(name)}
+    changed = True
+    while changed:
+        changed = False
+        for name, src in sources.items():
+            if name in dropped or not src or not src.endswith(".py"):
+                continue
+            text = Path(src).read_text(encoding="utf-8")
+            needed = _imported_at_top(text, name, src.endswith("__init__.py")) & dropped
+            if needed:
+                dropped -= needed
+                changed = True
+    return dropped

