@@ -40,6 +40,8 @@ SKIP = re.compile(
     r"|\.dSYM/|^PyObjCTest/"  # macOS debug symbols and pyobjc's tests: never collected
     r"|^piper/(hebrew|tashkeel/.*\.onnx|train)/?"
     r"|^torch/(bin|share|testing)/"
+    r"|^silero_vad/data/(?!silero_vad\.jit$)"  # the spec keeps the TorchScript model only
+    r"|/opengl32sw\.dll$"  # Qt's software OpenGL renderer: the spec drops it
     # the C API library: the Python extension has the runtime linked in (the spec drops it)
     r"|^onnxruntime/capi/(lib)?onnxruntime(\.[\d.]+)?\.(dylib|dll|so[\d.]*)$"
 )
