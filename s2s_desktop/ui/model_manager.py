@@ -50,6 +50,7 @@ class ModelTask(QThread):
     progress = Signal(object)  # DownloadProgress, from the worker thread (queued to the GUI)
     succeeded = Signal(object)
     failed = Signal(str, str)  # kind: cancelled | error; the message
+    cancelled_errors: tuple[type[Exception], ...] = (DownloadCancelled,)  # reported as "cancelled"
 
     def __init__(self, kind: str, model_id: str, fn: Callable, parent=None):
         super().__init__(parent)
@@ -59,7 +60,7 @@ class ModelTask(QThread):
     def run(self) -> None:
         try:
             result = self.fn(self.progress.emit, self.cancel)
-        except DownloadCancelled as exc:
+        except self.cancelled_errors as exc:
             self.failed.emit("cancelled", str(exc))
         except S2SError as exc:
             self.failed.emit("error", str(exc))

@@ -1,6 +1,6 @@
 """The Models and Compute tabs: per stage the backend and model (catalog, what is on disk, or a
 local folder/file), and the compute device per stage plus the global one — offering only the
-devices this machine has and the chosen backend can use."""
+devices this machine has and the chosen backend can use — and NVIDIA's CUDA libraries."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QMenu,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -28,6 +30,7 @@ from ..engines import registry
 from ..models.download import human_size
 from ..models.importer import detect_model_kind
 from ..models.manager import ModelInfo
+from .cuda_libraries import CudaLibrariesBox
 from .form_fields import Fields
 
 STAGE_NAMES = {
@@ -234,7 +237,17 @@ class ComputeTab(QWidget):
         super().__init__(parent)
         self.fields = fields
         self.choices = device_choices(plat)
-        layout = QVBoxLayout(self)
+        # scrolls rather than squeezes: the NVIDIA group grows while it downloads, and wrapped
+        # labels inside a tab get less height than their lines need
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        content = QWidget()
+        scroll.setWidget(content)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+        layout = QVBoxLayout(content)
         top = QFormLayout()
         self.global_box = QComboBox()
         for value, label in self.choices:
@@ -272,6 +285,8 @@ class ComputeTab(QWidget):
         fields.bind("llm.threads", self.threads)
         qform.addRow("LLM CPU threads:", self.threads)
         layout.addWidget(quant)
+        self.cuda_libraries = CudaLibrariesBox(plat.cuda_count)
+        layout.addWidget(self.cuda_libraries)
         layout.addStretch(1)
 
     def stage_choices(self, stage: str, backend: str) -> list[tuple[str, str]]:

@@ -112,7 +112,7 @@ class SettingsDialog(QDialog):
     ):
         super().__init__(parent)
         self.setWindowTitle("s2s-desktop — Settings")
-        self.resize(640, 560)
+        self.resize(740, 640)  # the Models tab needs ~740 wide; Compute grows during a download
         self.on_apply = on_apply
         self.path = path
         self.platform = platform or devices.detect_platform()
@@ -351,8 +351,10 @@ class SettingsDialog(QDialog):
     # ------------------------------------------------------------------ closing
     def done(self, result: int) -> None:
         self.audio.close_devices()
+        self.compute.cuda_libraries.stop()
         super().done(result)
 
     def closeEvent(self, event) -> None:
         self.audio.close_devices()
+        self.compute.cuda_libraries.stop()
         super().closeEvent(event)
