@@ -79,7 +79,7 @@ def talk_from_tray(qtbot, app, seconds=0.2):
 
     def settled():  # the controller, the window and the history each hear the turn's end
         entry = app.window.entries.get(turn)
-        return (
+        return bool(  # waitUntil takes only True/False/None, and a reason is a str
             app.controller.state == "idle"
             and entry is not None
             and entry.reason
