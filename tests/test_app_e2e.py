@@ -9,9 +9,11 @@ within 200 ms. Release-to-first-audio through the whole loop is measured and pri
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -282,7 +284,10 @@ def test_a_spoken_question_is_answered_aloud(rig, speech, starter_stt_model):
     first = onset(times, pcm)
     assert first is not None, "the app played nothing into the speaker"
     heard = listen(starter_stt_model, pcm[times >= first - 0.05], RATE)
-    assert "paris" in heard.lower() and "capital" in heard.lower(), heard
+    # tiny.en hears piper's "Le Grand Paris" as "grand peris": Paris, or a word one sound off
+    words = re.findall(r"[a-z]+", heard.lower())
+    assert "capital" in words, heard
+    assert difflib.get_close_matches("paris", words, n=1, cutoff=0.75), heard
 
     turn = done["turn"]
     loop_ms = (first - released) * 1000
