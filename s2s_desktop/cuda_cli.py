@@ -9,10 +9,10 @@ import argparse
 import json
 import sys
 import threading
-import time
 
 from . import cuda_runtime as cr
 from .models.download import human_size
+from .models.models_cli import ProgressLine, percent
 
 
 def add_cuda_parser(subparsers) -> argparse.ArgumentParser:
@@ -36,41 +36,18 @@ def add_cuda_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-class _Progress:
-    """One line updated in place on a terminal; a line every ~10% otherwise."""
+class _Progress(ProgressLine):
+    """Per wheel: its download, then its unpacking."""
 
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
-        self.last: tuple | None = None
-        self.last_t = 0.0
-        self.open = False
-
-    def __call__(self, p: cr.CudaProgress) -> None:
-        pct = f"{100 * p.fraction:5.1f}%" if p.fraction is not None else "     "
+    def line(self, p: cr.CudaProgress) -> str:
         speed = f" {human_size(p.speed_bps)}/s" if p.step == "download" else ""
-        line = (
-            f"[{p.index}/{p.count}] {p.step:8} {pct} {human_size(p.done)} / "
+        return (
+            f"[{p.index}/{p.count}] {p.step:8} {percent(p.fraction)} {human_size(p.done)} / "
             f"{human_size(p.total)}{speed}  {p.name}"
         )
-        if self.tty:
-            now = time.monotonic()
-            if now - self.last_t >= 0.2 or p.done == p.total:
-                self.last_t = now
-                self.stream.write("\r" + line[:120].ljust(120))
-                self.stream.flush()
-                self.open = True
-            return
-        step = (p.index, p.step, int(10 * p.fraction) if p.fraction is not None else 0)
-        if step != self.last:
-            self.last = step
-            print(line, file=self.stream, flush=True)
 
-    def end(self) -> None:
-        if self.tty and self.open:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.open = False
+    def step(self, p: cr.CudaProgress):
+        return (p.index, p.step, int(10 * p.fraction) if p.fraction is not None else 0)
 
 
 def _print_plan(plan: cr.Plan) -> None:

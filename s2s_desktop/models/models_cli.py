@@ -55,37 +55,50 @@ def _manager():
     return ModelManager(settings=settings)
 
 
-class _ProgressLine:
-    """One line that updates in place on a terminal; a line every ~10% otherwise."""
+class ProgressLine:
+    """One line that updates in place on a terminal; a line every ~10% otherwise. Subclasses
+    say what a progress report reads as (`line`) and when a new line is due off a terminal
+    (`step`)."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.last_step = -1
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.last_step = None
         self.last_t = 0.0
+        self.open = False  # a line is drawn on the terminal and wants its newline at the end
 
-    def __call__(self, p: DownloadProgress) -> None:
-        pct = f"{100 * p.fraction:5.1f}%" if p.fraction is not None else "     "
-        line = (
-            f"{pct} {human_size(p.done)} / {human_size(p.total)} "
+    def line(self, p: DownloadProgress) -> str:
+        return (
+            f"{percent(p.fraction)} {human_size(p.done)} / {human_size(p.total)} "
             f"{human_size(p.speed_bps)}/s  {p.filename}"
         )
+
+    def step(self, p: DownloadProgress):
+        return int(10 * p.fraction) if p.fraction is not None else p.done // (50 * 10**6)
+
+    def __call__(self, p) -> None:
         if self.tty:
             now = time.monotonic()
             if now - self.last_t >= 0.2 or p.done == p.total:
                 self.last_t = now
-                self.stream.write("\r" + line[:120].ljust(120))
+                self.stream.write("\r" + self.line(p)[:120].ljust(120))
                 self.stream.flush()
+                self.open = True
             return
-        step = int(10 * p.fraction) if p.fraction is not None else p.done // (50 * 10**6)
+        step = self.step(p)
         if step != self.last_step:
             self.last_step = step
-            print(line, file=self.stream, flush=True)
+            print(self.line(p), file=self.stream, flush=True)
 
     def end(self) -> None:
-        if self.tty:
+        if self.tty and self.open:
             self.stream.write("\n")
             self.stream.flush()
+            self.open = False
+
+
+def percent(fraction: float | None) -> str:
+    return f"{100 * fraction:5.1f}%" if fraction is not None else "     "
 
 
 def _yes_no(v: bool | None) -> str:
@@ -115,7 +128,7 @@ def _download(mgr, args) -> int:
         f"downloading {plan.id} into {plan.folder}: {need}, {human_size(plan.free_bytes)} free",
         file=sys.stderr,
     )
-    bar, cancel = _ProgressLine(), threading.Event()
+    bar, cancel = ProgressLine(), threading.Event()
     try:
         path = mgr.download(args.id, progress=bar, cancel=cancel, files=args.file or None)
     except KeyboardInterrupt:
