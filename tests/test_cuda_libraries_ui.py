@@ -6,7 +6,6 @@ cut or the disk is full, remove asking first, and "not needed" where the downloa
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import namedtuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,19 +20,17 @@ from s2s_desktop.devices import Platform
 from s2s_desktop.models.download import human_size
 from s2s_desktop.ui.cuda_libraries import TITLE, CudaLibrariesBox
 from s2s_desktop.ui.settings_dialog import SettingsDialog
-from tests.helpers.fake_pypi import LINUX_TAG, FakeIndex, publish, wheel_name
+from tests.helpers.fake_pypi import (
+    INSTALLED_LINUX,
+    LINUX_TAG,
+    installed_files,
+    publish,
+    serve_index,
+    wheel_name,
+)
 from tests.helpers.fake_sounddevice import FakeSoundDevice
 
 WAIT_MS = 30_000  # generous: a loaded CI machine must not fail these
-LIBRARIES = {
-    "libcublas.so.12",
-    "libcublasLt.so.12",
-    "libcudnn.so.9",
-    "libcudnn_ops.so.9",
-    "licenses/nvidia-cublas-cu12-License.txt",
-    "licenses/nvidia-cudnn-cu12-License.txt",
-    "manifest.json",
-}
 CUBLAS_WHEEL = f"/packages/{wheel_name(cr.CUBLAS, LINUX_TAG)}"
 
 
@@ -46,13 +43,7 @@ def widgets_possible(qapp):
 
 @pytest.fixture
 def index(tmp_path, monkeypatch):
-    if not sys.platform.startswith("linux"):
-        pytest.skip("the fake wheels are Linux ones")
-    for var in ("S2S_DATA_DIR", "S2S_CACHE_DIR"):  # the install folder and the wheel cache
-        monkeypatch.setenv(var, str(tmp_path / var.lower()))
-    fake = FakeIndex()
-    monkeypatch.setenv(cr.INDEX_ENV, fake.url)
-    monkeypatch.setattr(cr, "ctranslate2_version", lambda: "4.6.0")  # a build that uses cuDNN
+    fake = serve_index(tmp_path, monkeypatch)
     yield fake
     fake.stop()
 
@@ -72,11 +63,6 @@ def click(qtbot, box, key):
 
 def wait_idle(qtbot, box):
     qtbot.waitUntil(lambda: box.task is None, timeout=WAIT_MS)
-
-
-def installed_files() -> set[str]:
-    root = cr.install_dir()
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
 
 
 def test_install_shows_the_download_fills_the_bar_and_reports_the_versions(qtbot, index, box):
@@ -103,7 +89,7 @@ def test_install_shows_the_download_fills_the_bar_and_reports_the_versions(qtbot
 
     assert values and max(values) == box.bar.maximum()  # the bar reached the end
     assert not box.bar.isVisible()
-    assert installed_files() == LIBRARIES
+    assert installed_files() == INSTALLED_LINUX
     st = cr.status()
     assert st.installed
     assert (
@@ -147,7 +133,7 @@ def test_cancel_mid_download_installs_nothing_and_install_resumes(qtbot, index, 
     click(qtbot, box, "install")
     qtbot.waitUntil(lambda: box.status.text().startswith("Installed:"), timeout=WAIT_MS)
     wait_idle(qtbot, box)
-    assert installed_files() == LIBRARIES
+    assert installed_files() == INSTALLED_LINUX
     resumed = [r for r in index.wheel_gets() if r[0] == CUBLAS_WHEEL and r[1]]
     assert resumed and resumed[-1][1].startswith("bytes=")  # only the rest came again
 
@@ -205,7 +191,7 @@ def test_remove_asks_first_then_deletes_the_libraries(qtbot, index, box, monkeyp
 
     monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.No))
     click(qtbot, box, "remove")
-    assert str(cr.install_dir()) in asked[0] and installed_files() == LIBRARIES
+    assert str(cr.install_dir()) in asked[0] and installed_files() == INSTALLED_LINUX
 
     monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Yes))
     click(qtbot, box, "remove")

@@ -18,25 +18,22 @@ import pytest
 
 from s2s_desktop import cli
 from s2s_desktop import cuda_runtime as cr
-from tests.helpers.fake_pypi import CUBLAS_LIBS, LINUX_TAG, FakeIndex, publish, wheel_name
+from tests.helpers.fake_pypi import (
+    CUBLAS_LIBS,
+    INSTALLED_LINUX,
+    LINUX_TAG,
+    installed_files,
+    publish,
+    serve_index,
+    wheel_name,
+)
 
 
 @pytest.fixture
 def index(tmp_path, monkeypatch):
-    if not sys.platform.startswith("linux"):
-        pytest.skip("the fake wheels are Linux ones")
-    for var in ("S2S_DATA_DIR", "S2S_CACHE_DIR"):
-        monkeypatch.setenv(var, str(tmp_path / var.lower()))
-    fake = FakeIndex()
-    monkeypatch.setenv(cr.INDEX_ENV, fake.url)
-    monkeypatch.setattr(cr, "ctranslate2_version", lambda: "4.6.0")  # a build that uses cuDNN
+    fake = serve_index(tmp_path, monkeypatch)
     yield fake
     fake.stop()
-
-
-def installed_files() -> set[str]:
-    root = cr.install_dir()
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
 
 
 def leftovers() -> list[str]:
@@ -109,15 +106,7 @@ def test_install_keeps_only_libraries_and_licences_and_writes_a_manifest(index):
     publish(index)
     events = []
     st = cr.install(progress=events.append)
-    assert installed_files() == {
-        "libcublas.so.12",
-        "libcublasLt.so.12",
-        "libcudnn.so.9",
-        "libcudnn_ops.so.9",
-        "licenses/nvidia-cublas-cu12-License.txt",
-        "licenses/nvidia-cudnn-cu12-License.txt",
-        "manifest.json",
-    }  # no headers, no __init__.py, no NVBLAS
+    assert installed_files() == INSTALLED_LINUX  # no headers, no __init__.py, no NVBLAS
     assert (cr.install_dir() / "libcublasLt.so.12").read_bytes() == CUBLAS_LIBS["libcublasLt.so.12"]
     manifest = json.loads((cr.install_dir() / "manifest.json").read_text())
     assert {p["name"]: p["version"] for p in manifest["packages"]} == {

@@ -11,13 +11,26 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import sys
 import threading
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from s2s_desktop import cuda_runtime as cr
 
 LINUX_TAG = "manylinux_2_27_x86_64"
+# what an install of the published Linux wheels leaves: no headers, no __init__.py, no NVBLAS
+INSTALLED_LINUX = {
+    "libcublas.so.12",
+    "libcublasLt.so.12",
+    "libcudnn.so.9",
+    "libcudnn_ops.so.9",
+    "licenses/nvidia-cublas-cu12-License.txt",
+    "licenses/nvidia-cudnn-cu12-License.txt",
+    "manifest.json",
+}
 
 
 class FakeIndex:
@@ -168,3 +181,21 @@ def publish(index: FakeIndex, cublas_libs=None, relative=True, sha=None) -> dict
         {wheel_name(cr.CUDNN, "win_amd64"): win, wheel_name(cr.CUDNN, LINUX_TAG): cudnn},
     )
     return {wheel_name(cr.CUBLAS, LINUX_TAG): cublas, wheel_name(cr.CUDNN, LINUX_TAG): cudnn}
+
+
+def serve_index(tmp_path, monkeypatch) -> FakeIndex:
+    """A FakeIndex that cuda_runtime asks, with its install folder and wheel cache under
+    tmp_path and a CTranslate2 that uses cuDNN (the caller stops the index)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the fake wheels are Linux ones")
+    for var in ("S2S_DATA_DIR", "S2S_CACHE_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    fake = FakeIndex()
+    monkeypatch.setenv(cr.INDEX_ENV, fake.url)
+    monkeypatch.setattr(cr, "ctranslate2_version", lambda: "4.6.0")
+    return fake
+
+
+def installed_files() -> set[str]:
+    root = cr.install_dir()
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
