@@ -163,6 +163,10 @@ class CudaStatus:
     size_bytes: int = 0
     problem: str | None = None  # why a folder that is there cannot be used
 
+    def has(self, packages: list[Package]) -> bool:
+        """These very versions are installed (and usable)."""
+        return self.installed and all(self.versions.get(p.name) == p.version for p in packages)
+
     def to_json(self) -> dict:
         return {
             "installed": self.installed,
@@ -388,9 +392,7 @@ def plan(with_cudnn: bool | None = None, ct2_version: str | None = None) -> Plan
     packages = required_packages(ct2_version, with_cudnn)
     index = index_url()
     wheels = [resolve(p, key, index) for p in packages]
-    st = status()
-    want = {p.name: p.version for p in packages}
-    up_to_date = st.installed and all(st.versions.get(n) == v for n, v in want.items())
+    up_to_date = status().has(packages)
     return Plan(
         install_dir(), key, index, wheels, ct2_version, up_to_date, _free_bytes(install_dir())
     )

@@ -130,7 +130,7 @@ class CudaLibrariesBox(QGroupBox):
         outdated = False
         with contextlib.suppress(cr.CudaUnsupported):  # an old CTranslate2: Install says why
             wanted = cr.required_packages(cr.ctranslate2_version())
-            outdated = st.installed and any(st.versions.get(p.name) != p.version for p in wanted)
+            outdated = st.installed and not st.has(wanted)
         if st.installed:
             text = (
                 f"Installed: {versions_text(st.versions)} ({human_size(st.size_bytes)} in "
