@@ -2,7 +2,8 @@
 loading in the background, and everything wired to the one AppController.
 
 `run_app(args)` is what `s2s-desktop` with no subcommand runs. `--profile` and `--set` apply
-to this launch only; they are never written to the settings file.
+to this launch only; they are never written to the settings file. With no settings file the
+launch runs what is on disk (launch.py) and offers the recommended models once.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import time
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
@@ -22,10 +24,13 @@ from .errors import AudioDeviceError, S2SError
 from .history import Exchange, History
 from .hotkey.client import HotkeyClient
 from .ipc import CommandServer
+from .launch import Launch, first_run_choice, first_run_settings, resolve_launch, with_changes
 from .pipeline.pipeline import Pipeline
 from .pipeline.turns import Conversation
 
 log = logging.getLogger(__name__)
+
+MODELS_OFFERED = "recommended-models-offered"  # marker: the first-run offer was shown once
 
 
 class DesktopApp(QObject):
@@ -42,8 +47,7 @@ class DesktopApp(QObject):
         use_tray: bool | None = None,
         mic=None,
         speaker=None,
-        launch_profile: str | None = None,
-        launch_overrides: dict | None = None,
+        launch: Launch | None = None,
     ):
         super().__init__()
         from PySide6.QtWidgets import QSystemTrayIcon
@@ -54,8 +58,10 @@ class DesktopApp(QObject):
         self.qapp = qapp
         self.settings = settings
         self.verbose = verbose
-        self.launch_profile = launch_profile  # this launch only: laid over saved settings
-        self.launch_overrides = dict(launch_overrides or {})
+        # what this launch runs and what the Settings dialog saves onto
+        self.launch = launch or Launch(settings, settings.copy())
+        self._session = f"{int(time.time() * 1000):x}"  # history ids: this run's turns
+        self._asked: dict[int, str] = {}  # turn -> history id of its question line
         self.notice_posted.connect(self.show_notice, Qt.ConnectionType.QueuedConnection)
 
         self.history = History(enabled=settings.ui.history_enabled)
@@ -72,6 +78,7 @@ class DesktopApp(QObject):
             settings.audio.preroll_ms,
             settings.audio.max_record_s,
             on_notice=self.notice_posted.emit,
+            keep_open=settings.audio.keep_mic_open,
         )
         self.pipeline = Pipeline(settings, self.speaker, self.conversation)
         self.controller = AppController(settings, self.pipeline, self.mic)
@@ -113,6 +120,7 @@ class DesktopApp(QObject):
         c.state_changed.connect(self._state_changed)
         c.notice.connect(self.show_notice)
         ev.transcript.connect(self.window.on_transcript)
+        ev.transcript.connect(self._question_heard)
         ev.partial_transcript.connect(self.window.on_transcript)  # live, while the key is held
         ev.reply_delta.connect(self.window.on_reply_delta)
         ev.turn_finished.connect(self.window.on_turn_finished)
@@ -141,14 +149,30 @@ class DesktopApp(QObject):
         if self.settings.ui.show_conversation:
             self.window.show()
         self.pipeline.start()  # each stage loads its model in its own thread
-        try:
-            self.mic.open()  # warm, so the pre-roll holds audio from before the first press
-        except AudioDeviceError as exc:
-            self.controller.report_error(str(exc))
-            self.show_notice(str(exc), error=True)
+        if self.settings.audio.keep_mic_open:
+            try:
+                self.mic.open()  # warm, so the pre-roll holds audio from before the first press
+            except AudioDeviceError as exc:
+                self.controller.report_error(str(exc))
+                self.show_notice(str(exc), error=True)
         self.hotkey.start()
         self._first_run_help()
+        self._first_run_models()
         return True
+
+    def _first_run_models(self) -> None:
+        """No settings file: say which models run, and offer the recommended ones once."""
+        first = self.launch.first_run
+        if first is None:
+            return
+        self.show_notice(first.summary(), error=bool(first.missing_lines()))
+        marker = config.config_dir() / MODELS_OFFERED
+        if first.to_download and not marker.exists():
+            self.open_models(offer=[c.auto_id for c in first.to_download])
+            try:
+                config.atomic_write_text(marker, "offered\n")
+            except OSError as exc:
+                log.warning("could not write %s (%s)", marker, exc)
 
     def _first_run_help(self) -> None:
         try:  # macOS / Windows permissions, explained once
@@ -173,8 +197,17 @@ class DesktopApp(QObject):
             except AudioDeviceError as exc:
                 self.show_notice(str(exc), error=True)
 
+    def _question_heard(self, turn: int, text: str) -> None:
+        """The question is saved as soon as it is transcribed: a crash mid-reply keeps it."""
+        if not any(ch.isalnum() for ch in text):
+            return
+        self._asked[turn] = f"{self._session}-{turn}"
+        self.history.append(
+            Exchange(user=text.strip(), assistant="", reason="unanswered", id=self._asked[turn])
+        )
+
     def _remember_turn(self, rec: dict) -> None:
-        exchange = Exchange.from_turn(rec)
+        exchange = Exchange.from_turn(rec, id=self._asked.pop(rec.get("turn"), ""))
         if exchange is not None:
             self.history.append(exchange)
         if self.verbose:
@@ -210,24 +243,80 @@ class DesktopApp(QObject):
 
     def open_settings(self) -> None:
         def make(module):
-            # the dialog edits (and saves) the settings file; this launch's --profile / --set
-            # are laid over what it applies, and never saved
-            saved, _ = config.load()
-            return module.SettingsDialog(
-                saved, on_apply=self._apply_saved, events=self.pipeline.events
+            # the dialog shows what this launch runs; it saves only what the user changes,
+            # onto the settings file (this launch's --profile / --set are never saved)
+            dialog = module.SettingsDialog(
+                self.settings.copy(),
+                on_apply=self.apply_settings,
+                events=self.pipeline.events,
+                saved=self.launch.base(),
+                launch_note=self._launch_note(),
             )
+            dialog.saved_changed.connect(self._saved_changed)
+            return dialog
 
-        self._open_window("settings", "s2s_desktop.ui.settings_dialog", make, "The settings dialog")
+        widget = self._open_window(
+            "settings", "s2s_desktop.ui.settings_dialog", make, "The settings dialog"
+        )
+        if widget is not None and not widget.isVisible():
+            widget.load_settings(self.settings)
 
-    def open_models(self) -> None:
+    def _launch_note(self) -> str:
+        if self.launch.layered:
+            return (
+                f"This launch runs with {self.launch.options_text()}: shown here is what it "
+                "runs. Apply saves only what you change; those options are never saved."
+            )
+        if self.launch.first_run is not None:
+            return f"No settings saved yet. {self.launch.first_run.summary()}"
+        return ""
+
+    def _saved_changed(self, saved: config.Settings) -> None:
+        self.launch.saved = saved.copy()
+        self.launch.first_run = None  # a settings file now says which models run
+
+    def open_models(self, offer: list[str] | None = None) -> None:
         def make(module):
             window = module.ModelManagerWindow(self.settings.copy())
-            window.downloaded.connect(lambda model_id: self._retry_failed_stages())
+            window.downloaded.connect(self._model_downloaded)
+            window.use_model.connect(self.use_model)
             return window
 
-        self._open_window("models", "s2s_desktop.ui.model_manager", make, "The model manager")
+        window = self._open_window(
+            "models", "s2s_desktop.ui.model_manager", make, "The model manager"
+        )
+        if window is not None and offer:
+            window.offer(offer, "Recommended for this computer, not downloaded yet:")
 
-    def _open_window(self, key: str, module: str, make, what: str) -> None:
+    def use_model(self, keys: dict) -> None:
+        """The model manager's "Use this model": saved, and loaded now."""
+        try:
+            saved = with_changes(self.launch.base(), keys)
+            config.save(saved)
+            settings = with_changes(self.settings, keys)
+        except (OSError, S2SError) as exc:
+            self.show_notice(f"Could not switch models: {exc}", error=True)
+            return
+        self._saved_changed(saved)
+        reloading = self.apply_settings(settings)
+        self.show_notice(
+            f"Saved; loading {', '.join(reloading)}…" if reloading else "Already in use"
+        )
+
+    def _model_downloaded(self, model_id: str) -> None:
+        first = self.launch.first_run
+        if first is not None and not config.settings_path().exists():
+            # first run: a recommended model arrived, so its stage switches to it
+            choice = first_run_choice()
+            new = first_run_settings(choice)
+            self.launch.first_run, self.launch.saved = choice, new.copy()
+            if config.changed_stages(self.settings, new):
+                self.apply_settings(new)
+                self.show_notice(choice.summary())
+                return
+        self._retry_failed_stages()
+
+    def _open_window(self, key: str, module: str, make, what: str):
         import importlib
 
         from PySide6.QtWidgets import QMessageBox
@@ -240,23 +329,12 @@ class DesktopApp(QObject):
                 QMessageBox.information(
                     None, "s2s-desktop", f"{what} is not available in this build ({exc})."
                 )
-                return
+                return None
             self._dialogs[key] = widget
         widget.show()
         widget.raise_()
         widget.activateWindow()
-
-    def _apply_saved(self, saved: config.Settings) -> list[str]:
-        effective = saved.copy()
-        if self.launch_profile or self.launch_overrides:
-            if self.launch_profile:
-                config.apply_overrides(effective, config.profile_overrides(self.launch_profile))
-            config.apply_overrides(effective, dict(self.launch_overrides))
-            self.show_notice(
-                "Settings saved. This launch's --profile / --set options still "
-                "apply on top of them until s2s-desktop is started without them."
-            )
-        return self.apply_settings(effective)
+        return widget
 
     def _retry_failed_stages(self) -> None:
         """A model was downloaded: stages that could not load it try again."""
@@ -287,8 +365,10 @@ class DesktopApp(QObject):
         else:
             self.hotkey.settings = settings.hotkey
         self.history.enabled = settings.ui.history_enabled
-        if settings.audio.input_device != old.audio.input_device and isinstance(
-            self.mic, Microphone
+        if (
+            settings.audio.input_device != old.audio.input_device
+            and isinstance(self.mic, Microphone)
+            and self.mic.is_open
         ):
             self.mic.device_name = settings.audio.input_device
             try:
@@ -298,12 +378,23 @@ class DesktopApp(QObject):
         if isinstance(self.mic, Microphone):
             self.mic.preroll_s = max(0.3, settings.audio.preroll_ms / 1000)
             self.mic.max_record_s = settings.audio.max_record_s
+            self.mic.keep_open = settings.audio.keep_mic_open
+            if self.mic.keep_open and not self.mic.is_open:
+                try:
+                    self.mic.open()
+                except AudioDeviceError as exc:
+                    self.controller.report_error(str(exc))
+            elif not self.mic.keep_open and self.mic.is_open and not self.mic.recording:
+                self.mic.close()
         if settings.audio.output_device != old.audio.output_device and isinstance(
             self.speaker, SpeakerSink
         ):
             self.speaker.device_name = settings.audio.output_device
             self.speaker.close()
             self.speaker.rate = 0  # reopened on the next reply
+        models = self._dialogs.get("models")
+        if models is not None:
+            models.set_settings(settings.copy())  # "in use" follows what runs
         return reloaded
 
     # ------------------------------------------------------------------ commands (IPC)
@@ -341,9 +432,8 @@ class DesktopApp(QObject):
         profile, overrides = req.get("profile"), req.get("overrides") or {}
         message = "s2s-desktop is already running"
         if profile or overrides:
-            settings, _ = config.resolve(profile, overrides)
-            self.launch_profile, self.launch_overrides = profile, dict(overrides)
-            reloaded = self.apply_settings(settings)
+            self.launch = resolve_launch(profile, overrides)
+            reloaded = self.apply_settings(self.launch.settings)
             message += f"; applied the new settings (reloading {', '.join(reloaded) or 'none'})"
         self.show_conversation()
         return {"message": message}
@@ -380,10 +470,10 @@ def run_app(args) -> int:
     why = _no_display()
     if why:
         raise S2SError(why)
-    settings, warnings = config.resolve(profile, overrides)  # this launch only: never saved
+    launch = resolve_launch(profile, overrides)  # --profile / --set: this launch only
     from .keychain import fill_api_keys
 
-    fill_api_keys(settings)
+    fill_api_keys(launch.settings)
 
     from PySide6.QtWidgets import QApplication
 
@@ -408,20 +498,40 @@ def run_app(args) -> int:
     qapp.setWindowIcon(app_icon())
     app = DesktopApp(
         qapp,
-        settings,
-        warnings,
+        launch.settings,
+        launch.warnings,
         verbose=bool(getattr(args, "verbose", False)),
-        launch_profile=profile,
-        launch_overrides=overrides,
+        launch=launch,
     )
     if not app.start():
         print("s2s-desktop is already running")
         return 0
-    # Python only runs signal handlers between bytecodes: a timer lets Ctrl+C / SIGTERM in
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: QTimer.singleShot(0, qapp.quit))
-    tick = QTimer(interval=200)
-    tick.timeout.connect(lambda: None)
-    tick.start()
+    wakeup = _wake_on_signals(qapp)  # noqa: F841 (kept alive while the loop runs)
     qapp.aboutToQuit.connect(app.shutdown)
     return qapp.exec()
+
+
+def _wake_on_signals(qapp):
+    """Python runs signal handlers only between bytecodes, and Qt's loop sleeps in C: the
+    signal module writes to a socket Qt watches, so Ctrl+C / SIGTERM wake the loop at once
+    (no timer ticking at idle)."""
+    import socket
+
+    from PySide6.QtCore import QSocketNotifier
+
+    read_end, write_end = socket.socketpair()
+    for end in (read_end, write_end):
+        end.setblocking(False)
+    signal.set_wakeup_fd(write_end.fileno())
+    notifier = QSocketNotifier(read_end.fileno(), QSocketNotifier.Type.Read, qapp)
+
+    def drain() -> None:
+        try:
+            read_end.recv(64)
+        except OSError:
+            pass
+
+    notifier.activated.connect(drain)
+    return read_end, write_end, notifier

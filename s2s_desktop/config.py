@@ -29,7 +29,9 @@ DEVICES = ("auto", "cpu", "cuda", "mps", "mlx")
 
 
 def default_hotkey() -> str:
-    return "alt+space" if sys.platform == "darwin" else "ctrl+alt+space"
+    # not a combo desktops take for themselves (ui.hotkey_edit.TAKEN_COMBOS): ctrl+alt+space
+    # opens openbox's menu, alt+space KRunner / window menus, cmd/win+space the launchers
+    return "alt+space" if sys.platform == "darwin" else "ctrl+shift+space"
 
 
 @dataclass
@@ -37,6 +39,9 @@ class AudioSettings:
     input_device: str = ""  # device name; "" = system default
     output_device: str = ""
     preroll_ms: int = 500  # kept from before the press so the first word is not cut
+    # the microphone stays open between questions for that pre-roll; off: opened on press
+    # (the desktop's "microphone in use" light is off at idle)
+    keep_mic_open: bool = False
     max_record_s: float = 120.0
     min_press_ms: int = 150  # shorter presses are taps: ignored with a hint
 
@@ -447,7 +452,13 @@ def load(path: Path | None = None) -> tuple[Settings, list[str]]:
 
 def resolve(profile: str | None, overrides: dict[str, Any] | None = None,
             path: Path | None = None, use_file: bool = True) -> tuple[Settings, list[str]]:
-    """Settings for one launch: file (or defaults), then profile, then --set overrides."""
+    """Settings for one launch: file (or, at first run, what is on disk), then profile, then
+    --set overrides."""
+    if use_file and path is None:
+        from .launch import resolve_launch
+
+        launch = resolve_launch(profile, overrides)
+        return launch.settings, launch.warnings
     s, warnings = load(path) if use_file else (Settings(), [])
     if profile:
         apply_overrides(s, profile_overrides(profile))

@@ -2,7 +2,9 @@
 
 Each line goes out in one write + fsync on a file only the user can read, so a crash leaves at
 most one torn last line; unreadable lines are skipped and reported, never fatal. An
-interrupted reply is stored as far as it was spoken.
+interrupted reply is stored as far as it was spoken. A question is written as soon as it is
+transcribed (reason "unanswered"); the finished turn's line, with the same id, replaces it
+when read back, so a crash mid-reply keeps the question.
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ class Exchange:
 
     user: str
     assistant: str
-    reason: str = "ok"  # ok | interrupted | error
+    reason: str = "ok"  # ok | interrupted | error | unanswered (the app stopped mid-turn)
     time: float = field(default_factory=time.time)  # wall clock (seconds since the epoch)
     timings_ms: dict = field(default_factory=dict)
     error: str = ""
+    id: str = ""  # the same for a turn's question line and its finished line
+    stt_while_speaking: bool = False  # the transcript was ready at release (live STT)
 
     @classmethod
-    def from_turn(cls, rec: dict) -> Exchange | None:
+    def from_turn(cls, rec: dict, id: str = "") -> Exchange | None:
         """From a pipeline turn record; None for turns with nothing worth keeping."""
         transcript = (rec.get("transcript") or "").strip()
         reason = rec.get("reason", "")
@@ -46,6 +50,8 @@ class Exchange:
             reason=reason,
             timings_ms={k: v for k, v in (rec.get("timings_ms") or {}).items() if v is not None},
             error=rec.get("error", ""),
+            id=id,
+            stt_while_speaking=bool(rec.get("stt_reused_partial")),
         )
 
     def to_json(self) -> str:
@@ -57,6 +63,8 @@ class Exchange:
                 "reason": self.reason,
                 "timings_ms": self.timings_ms,
                 "error": self.error,
+                **({"id": self.id} if self.id else {}),
+                **({"stt_while_speaking": True} if self.stt_while_speaking else {}),
             },
             ensure_ascii=False,
         )
@@ -78,6 +86,8 @@ class Exchange:
             time=float(data.get("time", 0.0)),
             timings_ms=timings if isinstance(timings, dict) else {},
             error=str(data.get("error", "")),
+            id=str(data.get("id", "")),
+            stt_while_speaking=bool(data.get("stt_while_speaking", False)),
         )
 
 
@@ -97,13 +107,21 @@ class History:
             return [], [f"Could not read the conversation history ({exc})"]
         self._needs_newline = bool(raw) and not raw.endswith(b"\n")
         out, bad = [], 0
+        where: dict[str, int] = {}  # id -> index: a turn's finished line replaces its question
         for line in raw.split(b"\n"):
             if not line.strip():
                 continue
             try:
-                out.append(Exchange.from_json(line.decode("utf-8")))
+                exchange = Exchange.from_json(line.decode("utf-8"))
             except (ValueError, UnicodeDecodeError, TypeError):
                 bad += 1
+                continue
+            if exchange.id and exchange.id in where:
+                out[where[exchange.id]] = exchange
+            else:
+                if exchange.id:
+                    where[exchange.id] = len(out)
+                out.append(exchange)
         problems = []
         if bad:
             problems.append(

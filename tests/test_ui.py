@@ -143,8 +143,9 @@ def test_talk_from_the_tray_streams_the_reply_into_the_window_and_history(qtbot,
     assert "Capital of France?" in text and "Paris is the capital of France." in text
     assert "first audio" in text  # the turn's latency
     assert len(app.speaker.audio(1)) > 0  # the reply was played
-    lines = app.history.path.read_text().splitlines()
-    assert len(lines) == 1 and "Paris is the capital" in lines[0]
+    saved = app.history.load()[0]  # the finished turn replaced its question's early line
+    assert len(saved) == 1 and saved[0].reason == "ok"
+    assert saved[0].user == "Capital of France?" and "Paris is the capital" in saved[0].assistant
 
 
 def test_history_is_shown_again_and_remembered_at_the_next_start(qtbot, desktop, monkeypatch):
@@ -170,7 +171,7 @@ def test_an_interrupted_reply_is_kept_as_far_as_it_was_spoken(qtbot, desktop):
     qtbot.waitUntil(lambda: app.controller.state == "speaking", timeout=10000)
     qtbot.wait(150)
     app.controller.interrupt()
-    qtbot.waitUntil(lambda: app.history.path.exists(), timeout=5000)
+    qtbot.waitUntil(lambda: app.history.load()[0][0].reason != "unanswered", timeout=5000)
     saved = app.history.load()[0][0]
     assert saved.reason == "interrupted"
     assert saved.assistant.startswith("Sentence 0") and len(saved.assistant) < len(long_reply)
@@ -196,49 +197,47 @@ def test_menu_actions_pause_quit_and_missing_dialogs(qtbot, desktop, monkeypatch
     assert app.qapp.quits == 1
 
 
-def test_settings_dialog_edits_the_saved_settings_and_they_are_applied(qtbot, desktop, monkeypatch):
+def test_settings_show_what_this_launch_runs_and_save_only_the_changed_field(qtbot, desktop):
+    pytest.importorskip("s2s_desktop.ui.settings_dialog")
     from s2s_desktop import config
+    from s2s_desktop.launch import Launch
 
     app = desktop()
-    config.save(app.settings)  # what the user saved earlier
-    app.launch_overrides = {"llm.max_new_tokens": "7"}  # this launch's --set
-
-    class FakeDialog(QObject):
-        def __init__(self, settings, on_apply=None, events=None):
-            super().__init__()
-            self.settings, self.on_apply, self.events = settings, on_apply, events
-            self.visible = False
-
-        def show(self):
-            self.visible = True
-
-        def raise_(self):
-            pass
-
-        def activateWindow(self):
-            pass
-
-    module = types.ModuleType("s2s_desktop.ui.settings_dialog")
-    module.SettingsDialog = FakeDialog
-    monkeypatch.setitem(sys.modules, "s2s_desktop.ui.settings_dialog", module)
+    saved = app.settings.copy()
+    config.save(saved)  # what the user saved earlier
+    runs = saved.copy()
+    runs.llm.max_new_tokens = 7  # this launch's --set
+    app.launch = Launch(runs, saved.copy(), overrides={"llm.max_new_tokens": "7"})
+    app.apply_settings(runs)
     app.actions.settings.trigger()
     dialog = app._dialogs["settings"]
-    assert dialog.visible and dialog.events is app.pipeline.events
-    assert dialog.settings.llm.max_new_tokens == 200  # the saved value, not this launch's
-    new = dialog.settings.copy()
-    new.llm.model = "Tokyo is the capital of Japan."
-    new.audio.max_record_s = 30.0
-    assert dialog.on_apply(new) == ["llm"]  # only the changed stage reloads
-    assert app.controller.settings.audio.max_record_s == 30.0
-    assert app.settings.llm.max_new_tokens == 7  # --set still wins for this launch
+    assert dialog.launch_note.isVisible()
+    assert "--set llm.max_new_tokens=7" in dialog.launch_note.text()
+    assert dialog.fields.get("llm.max_new_tokens") == 7  # what runs, not the file's 200
+    dialog.fields.set("tts.speed", 1.5)
+    dialog.fields.set("llm.model", "Tokyo is the capital of Japan.")
+    assert dialog.apply(), dialog.message.text()
+    on_disk, _ = config.load()
+    from s2s_desktop.launch import changed_keys
+
+    assert changed_keys(saved, on_disk) == {
+        "tts.speed": 1.5,
+        "llm.model": "Tokyo is the capital of Japan.",
+    }  # the --set value was not written
+    assert app.controller.settings.tts.speed == 1.5
+    assert app.settings.llm.max_new_tokens == 7  # this launch keeps its --set
     qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
     talk_from_tray(qtbot, app)
     assert "Tokyo is the capital" in app.window.view.toPlainText()
+    dialog.close()
 
 
 def test_a_missing_microphone_is_an_error_state_and_the_app_keeps_running(qtbot, desktop):
     mic = FakeMicrophone(fail_open="no microphone found: connect one and try again")
-    app = desktop(mic=mic, expect="error")
+    app = desktop(mic=mic)
+    assert mic.opened == 0  # not opened at idle: it opens on the press
+    app.actions.talk.trigger()
+    assert app.controller.state == "error"
     assert "no microphone found" in app.controller.detail
     assert "no microphone found" in app.tray.toolTip()
     assert "no microphone found" in app.window.status.text()
@@ -251,7 +250,8 @@ def test_floating_window_replaces_the_tray_and_its_talk_button_is_held(qtbot, de
     app = desktop(use_tray=False)
     win = app.floating
     assert app.tray is None and win.isVisible()
-    assert win.windowFlags() & Qt.WindowType.WindowStaysOnTopHint
+    # a normal small tool window: never over the dialogs
+    assert not win.windowFlags() & Qt.WindowType.WindowStaysOnTopHint
     assert win.state_label.text() == "Ready"
     qtbot.mousePress(win.talk, Qt.MouseButton.LeftButton)
     assert app.controller.state == "listening" and win.meter.isVisible()

@@ -1,6 +1,9 @@
-"""The microphone: a sounddevice input stream kept warm, with a pre-roll ring buffer so the
-first word said as the key goes down is not cut, a level for a meter, and clear errors when
-there is no device, no PortAudio, or the device goes away mid-recording."""
+"""The microphone: a sounddevice input stream opened when a recording starts and closed when
+it ends (so the desktop's "microphone in use" light is off at idle), or — with `keep_open` —
+kept warm with a pre-roll ring buffer so the first word said as the key goes down is not cut;
+a level for a meter, and clear errors when there is no device, no PortAudio, or the device
+goes away mid-recording. `open_to_first_sample_ms` says how long opening took to deliver
+audio: the gap a press-to-speech pause must cover when the stream opens on press."""
 
 from __future__ import annotations
 
@@ -31,8 +34,10 @@ class Microphone:
         sd=None,
         block_ms: int = 20,
         clock=time.monotonic,
+        keep_open: bool = True,
     ):
         self.device_name = device_name
+        self.keep_open = keep_open  # False: open on press, closed again when the recording ends
         self.preroll_s = max(0.3, preroll_ms / 1000)  # at least 300 ms before the press
         self.max_record_s = max_record_s
         self.on_notice = on_notice
@@ -53,6 +58,8 @@ class Microphone:
         self._last_callback = 0.0
         self._lost = ""
         self._level = 0.0
+        self._opened_at: float | None = None  # until the first block arrives
+        self.open_to_first_sample_ms: float | None = None
 
     # ------------------------------------------------------------------ stream
     def open(self) -> None:
@@ -65,6 +72,7 @@ class Microphone:
             self.on_notice(notice)
         stream, rate = None, SAMPLE_RATE
         errors = []
+        self._opened_at, self.open_to_first_sample_ms = self.clock(), None
         for rate in (SAMPLE_RATE, None):  # 16 kHz where the device allows, else its own rate
             try:
                 if rate is None:
@@ -122,6 +130,10 @@ class Microphone:
         now = self.clock()
         level = float(np.sqrt(np.mean(mono * mono))) if mono.size else 0.0
         with self._lock:
+            if self._opened_at is not None:  # how long the device took to deliver audio
+                self.open_to_first_sample_ms = (now - self._opened_at) * 1000
+                self._opened_at = None
+                log.info("microphone: first audio %.0f ms after open", self.open_to_first_sample_ms)
             self._last_callback = now
             self._level = level
             self._ring.append((now, mono))
@@ -184,6 +196,7 @@ class Microphone:
         finally:
             with self._lock:
                 blocks, self._recording, self._on_chunk = self._recording, None, None
+            self._close_unless_kept()
         audio = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
         if self.rate != SAMPLE_RATE and audio.size:
             import soxr
@@ -194,6 +207,11 @@ class Microphone:
     def cancel_recording(self) -> None:
         with self._lock:
             self._recording, self._on_chunk = None, None
+        self._close_unless_kept()
+
+    def _close_unless_kept(self) -> None:
+        if not self.keep_open:
+            self.close()
 
     def check(self) -> None:
         """Raise AudioDeviceError when the stream is gone or has stopped delivering audio."""

@@ -11,6 +11,7 @@ import numpy as np
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QComboBox,
+    QCheckBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -113,6 +114,15 @@ class AudioTab(QWidget):
         meter_row.addWidget(self.meter, 1)
         meter_row.addWidget(self.meter_label)
         form.addRow("Input level:", meter_row)
+        self.keep_open = fields.bind(
+            "audio.keep_mic_open", QCheckBox("Keep the microphone ready between questions")
+        )
+        self.keep_open.setToolTip(
+            "Catches a word said as the key goes down (a short pre-roll), but the microphone "
+            "stays open, and your desktop shows it in use, while the app runs. Off: it opens "
+            "when you press the talk key."
+        )
+        form.addRow("", self.keep_open)
         form.addRow("Speaker:", self.output_box)
         test_row = QHBoxLayout()
         test_row.addWidget(self.test_button)

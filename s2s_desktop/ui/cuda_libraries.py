@@ -154,7 +154,9 @@ class CudaLibrariesBox(QGroupBox):
         self.buttons["install"].setText(
             "Update" if outdated else "Install Again" if st.problem else "Install"
         )
-        self.buttons["install"].setEnabled(not busy and (outdated or not st.installed))
+        no_gpu = self.gpu_count == 0  # nothing to install for: no NVIDIA GPU found
+        self.buttons["install"].setEnabled(not busy and not no_gpu and (outdated or not st.installed))
+        self.buttons["install"].setToolTip("No NVIDIA GPU was found on this computer" if no_gpu else "")
         self.buttons["check"].setEnabled(not busy and not st.installed)
         self.buttons["cancel"].setEnabled(busy and self.task.kind == "install")
         self.buttons["remove"].setEnabled(not busy and (st.folder.exists() or partial_bytes() > 0))

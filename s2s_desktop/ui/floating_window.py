@@ -1,10 +1,15 @@
-"""Where the desktop has no tray: a small always-on-top window with the same controls. Its Talk
-button works like the hotkey — hold it while you speak (or click twice in toggle mode)."""
+"""Where the desktop has no tray: a small tool window with the same controls, at a screen edge
+(or where the user last put it), never kept on top of the app's dialogs. Its Talk button works
+like the hotkey — hold it while you speak (or click twice in toggle mode)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+import sys
+
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QProgressBar,
@@ -17,6 +22,14 @@ from PySide6.QtWidgets import (
 from .actions import AppActions
 from .icons import state_icon
 from .tray import STATE_WORDS, tooltip_text
+from .window_state import save_position, saved_position
+
+WIDTH = 300
+EDGE_MARGIN = 16
+POSITION_KEY = "floating"
+# a tool window (no taskbar entry) where that is a normal window; macOS hides tool windows
+# whenever another app is in front
+FLAGS = Qt.WindowType.Window if sys.platform == "darwin" else Qt.WindowType.Tool
 
 
 class FloatingWindow(QWidget):
@@ -24,7 +37,8 @@ class FloatingWindow(QWidget):
     talk_released = Signal()
 
     def __init__(self, actions: AppActions, level=None, parent=None):
-        super().__init__(parent, Qt.WindowType.Window | Qt.WindowType.WindowStaysOnTopHint)
+        super().__init__(parent, FLAGS)
+        self.setFixedWidth(WIDTH)
         self.setWindowTitle("s2s-desktop")
         self.setWindowIcon(state_icon("idle"))
         self.actions = actions
@@ -55,19 +69,21 @@ class FloatingWindow(QWidget):
         words.addWidget(self.state_label)
         words.addWidget(self.detail_label)
         top.addLayout(words, 1)
-        tools = QHBoxLayout()
+        tools = QGridLayout()
         self.tool_buttons = {}
-        for action in (
-            actions.conversation,
-            actions.settings,
-            actions.models,
-            actions.pause_hotkey,
-            actions.quit,
+        for i, action in enumerate(
+            (
+                actions.conversation,
+                actions.settings,
+                actions.models,
+                actions.pause_hotkey,
+                actions.quit,
+            )
         ):
             button = QToolButton()
             button.setDefaultAction(action)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-            tools.addWidget(button)
+            tools.addWidget(button, i // 3, i % 3)
             self.tool_buttons[action.text()] = button
         layout = QVBoxLayout(self)
         layout.addLayout(top)
@@ -77,14 +93,47 @@ class FloatingWindow(QWidget):
 
         self._meter_timer = QTimer(self, interval=50)
         self._meter_timer.timeout.connect(self._update_meter)
+        self._save_timer = QTimer(self, singleShot=True, interval=400)  # once a drag settles
+        self._save_timer.timeout.connect(lambda: save_position(POSITION_KEY, self.x(), self.y()))
+        self._placed = False
         self.show_state("loading", "")
+
+    # ------------------------------------------------------------------ where it sits
+    def showEvent(self, event) -> None:
+        if not self._placed:
+            self._placed = True
+            self.adjustSize()
+            self.move(self.start_position())
+        super().showEvent(event)
+
+    def start_position(self) -> QPoint:
+        """Where the user left it (if that is still on a screen), else the bottom-right edge."""
+        pos = saved_position(POSITION_KEY)
+        if pos is not None:
+            point = QPoint(*pos)
+            if any(s.availableGeometry().contains(point) for s in QGuiApplication.screens()):
+                return point
+        screen = QGuiApplication.primaryScreen()
+        area = screen.availableGeometry() if screen is not None else None
+        if area is None:
+            return QPoint(0, 0)
+        size = self.sizeHint()
+        return QPoint(
+            area.right() - size.width() - EDGE_MARGIN,
+            area.bottom() - size.height() - EDGE_MARGIN - 40,  # above a bottom panel's edge
+        )
+
+    def moveEvent(self, event) -> None:
+        super().moveEvent(event)
+        if self._placed and self.isVisible():
+            self._save_timer.start()
 
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
         self.icon.setPixmap(state_icon(state).pixmap(32, 32))
         self.state_label.setText(STATE_WORDS.get(state, state))
         # the detail line: what failed, the loading progress, or how to talk
         lines = tooltip_text(state, detail, hotkey).split("\n")[1:]
-        self.detail_label.setText("\n".join(lines))
+        self._set_detail("\n".join(lines))
         self.talk.setEnabled(state != "loading")
         self.talk.setText(
             {
@@ -105,8 +154,11 @@ class FloatingWindow(QWidget):
         self.talk.setToolTip(text)
 
     def show_notice(self, text: str, error: bool = False) -> None:
-        self.detail_label.setText(text)
+        self._set_detail(text)
 
+    def _set_detail(self, text: str) -> None:
+        self.detail_label.setText(text)
+        self.adjustSize()  # the whole message shows: the window grows downwards
     def _update_meter(self) -> None:
         level = float(self._level()) if self._level is not None else 0.0
         self.meter.setValue(int(min(1.0, level * 4) * 100))  # speech RMS ≈ 0.05–0.25

@@ -58,6 +58,27 @@ if sys.platform == "darwin":  # Qt swaps them on macOS: "Control" is ⌘, "Meta"
     MODIFIER_KEYS.update({K.Key_Control: "cmd", K.Key_Meta: "ctrl"})
 PROMPT = "Press the shortcut…"
 
+# combos a desktop keeps for itself: the app would not hear them, or both would act
+TAKEN_COMBOS = (
+    ("alt+space", "linux", "KDE opens KRunner and openbox its window menu on Alt+Space"),
+    ("ctrl+alt+space", "linux", "openbox opens its menu on Ctrl+Alt+Space"),
+    ("alt+space", "win32", "Windows opens the window menu on Alt+Space"),
+    ("cmd+space", "darwin", "macOS opens Spotlight on Cmd+Space"),
+    ("cmd+space", "win32", "Windows switches the keyboard layout on Win+Space"),
+)
+
+
+def _keys(combo: str) -> frozenset[str]:
+    return frozenset(p.strip().lower() for p in combo.split("+") if p.strip())
+
+
+def taken_by_desktop(combo: str, platform: str = sys.platform) -> str:
+    """Why the desktop is known to take `combo` on this platform, or ""."""
+    for taken, where, why in TAKEN_COMBOS:
+        if platform.startswith(where) and _keys(combo) == _keys(taken):
+            return f"{why}: choose another, e.g. ctrl+shift+space"
+    return ""
+
 
 def modifier_names(mods: Qt.KeyboardModifier) -> set[str]:
     M = Qt.KeyboardModifier

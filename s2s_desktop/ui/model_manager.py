@@ -1,6 +1,7 @@
 """The model manager window: the catalog and what is on disk (HF cache, packages, imports) with
-sizes, where each lives, whether it is installed and verified, and which the settings use.
-Download (progress in bytes and speed, cancel, resume), verify, delete, import, open folder.
+sizes, where each lives, whether it is installed and verified, and which are in use (chosen
+and on disk). Download (progress in bytes and speed, cancel, resume), use this model, verify,
+delete, import, open folder; at first run the recommended models are offered pre-selected.
 
 Downloads and checks run in a QThread (`ModelTask`) calling the Qt-free ModelManager with a
 progress callback and a cancel Event; the window only shows what they report."""
@@ -71,6 +72,25 @@ class ModelTask(QThread):
             self.succeeded.emit(result)
 
 
+def in_use_text(m: ModelInfo) -> str:
+    """"in use" only for what runs: a chosen model that is not on disk is not in use."""
+    if not m.used_by_settings:
+        return ""
+    return "✓ in use" if m.installed else "chosen, not downloaded"
+
+
+def use_keys(m: ModelInfo) -> dict:
+    """The settings that make this model the one its stage runs ({} when it cannot be told)."""
+    if m.entry is not None and m.entry.settings:
+        return dict(m.entry.settings)
+    if m.stage in config.STAGES and m.backend and m.path is not None:
+        keys = {f"{m.stage}.backend": m.backend, f"{m.stage}.model": str(m.path)}
+        if m.stage == "llm":
+            keys["llm.model_file"] = ""
+        return keys
+    return {}
+
+
 def status_text(m: ModelInfo) -> str:
     if not m.installed:
         if m.source == "package" and m.entry is not None:
@@ -110,6 +130,7 @@ def progress_text(p: DownloadProgress) -> str:
 
 class ModelManagerWindow(QWidget):
     downloaded = Signal(str)  # model id: its files are now on disk (the app may reload a stage)
+    use_model = Signal(object)  # settings keys ({"stt.model": …}) the user chose to run
 
     def __init__(
         self,
@@ -126,15 +147,20 @@ class ModelManagerWindow(QWidget):
             self.manager.settings = settings
         self.models: list[ModelInfo] = []
         self.task: ModelTask | None = None
+        self.queue: list[str] = []  # offered models still to download, in order
 
         where = QLabel(
             f"Models are kept in {cache.hf_hub_cache()}, shared with your other Hugging Face tools."
         )
         where.setWordWrap(True)
+        self.offer_label = QLabel("")
+        self.offer_label.setWordWrap(True)
+        self.offer_label.setStyleSheet("background: #e8f1fb; padding: 6px")
+        self.offer_label.hide()
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         header = self.table.horizontalHeader()
@@ -157,6 +183,7 @@ class ModelManagerWindow(QWidget):
         for key, label, slot in (
             ("download", "Download", self.download),
             ("cancel", "Cancel", self.cancel),
+            ("use", "Use This Model", self.use_selected),
             ("verify", "Verify", self.verify),
             ("delete", "Delete…", self.delete),
             ("import", "Import Folder…", self.import_folder),
@@ -173,6 +200,7 @@ class ModelManagerWindow(QWidget):
 
         layout = QVBoxLayout(self)
         layout.addWidget(where)
+        layout.addWidget(self.offer_label)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.details)
         progress_row = QHBoxLayout()
@@ -202,7 +230,7 @@ class ModelManagerWindow(QWidget):
                 size_text(m),
                 where_text(m),
                 status_text(m),
-                "✓ in use" if m.used_by_settings else "",
+                in_use_text(m),
             )
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -230,8 +258,33 @@ class ModelManagerWindow(QWidget):
         return row >= 0
 
     def selected(self) -> ModelInfo | None:
-        rows = self.table.selectionModel().selectedRows()
-        return self.models[rows[0].row()] if rows else None
+        rows = self.selected_all()
+        return rows[0] if len(rows) == 1 else None
+
+    def selected_all(self) -> list[ModelInfo]:
+        rows = sorted(r.row() for r in self.table.selectionModel().selectedRows())
+        return [self.models[r] for r in rows]
+
+    def offer(self, model_ids: list[str], intro: str) -> None:
+        """Pre-select models to download (first run) and say what they need."""
+        found = [m for m in (self.info(i) for i in model_ids) if m is not None and not m.installed]
+        if not found:
+            return
+        total = sum(m.size_bytes or 0 for m in found)
+        names = ", ".join(f"{m.name} ({size_text(m)})" for m in found)
+        self.offer_label.setText(
+            f"{intro} {names}. Total {human_size(total)}. Press Download to fetch them; "
+            "the starter set answers meanwhile."
+        )
+        self.offer_label.show()
+        self.table.clearSelection()
+        for m in found:
+            self.table.selectionModel().select(
+                self.table.model().index(self.row_of(m.id), 0),
+                self.table.selectionModel().SelectionFlag.Select
+                | self.table.selectionModel().SelectionFlag.Rows,
+            )
+        self._selection_changed()
 
     def selected_id(self) -> str:
         m = self.selected() if self.table.rowCount() else None
@@ -243,8 +296,11 @@ class ModelManagerWindow(QWidget):
 
     def _selection_changed(self) -> None:
         m, busy = self.selected(), self.task is not None
-        can_fetch = bool(m and m.source == "hf" and not m.installed)
-        self.buttons["download"].setEnabled(can_fetch and not busy)
+        fetchable = [x for x in self.selected_all() if x.source == "hf" and not x.installed]
+        self.buttons["download"].setEnabled(bool(fetchable) and not busy)
+        self.buttons["use"].setEnabled(
+            bool(m and m.installed and use_keys(m) and not (m.used_by_settings)) and not busy
+        )
         self.buttons["cancel"].setEnabled(busy and self.task.kind == "download")
         self.buttons["verify"].setEnabled(bool(m and m.installed) and not busy)
         self.buttons["delete"].setEnabled(
@@ -253,7 +309,10 @@ class ModelManagerWindow(QWidget):
         self.buttons["open"].setEnabled(bool(m and m.installed))
         for key in ("import", "import_file", "refresh"):
             self.buttons[key].setEnabled(not busy)
-        self.details.setText(self._details(m) if m else "Select a model.")
+        many = len(self.selected_all()) > 1
+        self.details.setText(
+            self._details(m) if m else "Several models selected." if many else "Select a model."
+        )
 
     def _details(self, m: ModelInfo) -> str:
         lines = [m.id + (f" · {m.repo}@{m.revision[:12]}" if m.repo else "")]
@@ -303,6 +362,7 @@ class ModelManagerWindow(QWidget):
 
     def _failed(self, kind: str, message: str) -> None:
         self._show_progress(False)
+        self.queue.clear()  # the offered models after a failed one wait for the user
         if kind == "cancelled":
             self.say("Download cancelled. What was downloaded is kept: Download resumes there.")
             return
@@ -328,9 +388,25 @@ class ModelManagerWindow(QWidget):
             self.table.item(row, 5).setText(f"Downloading {p.done * 100 // p.total}%")
 
     # ------------------------------------------------------------------ actions
-    def download(self) -> None:
+    def use_selected(self) -> None:
         m = self.selected()
-        if m is None or self.task is not None:
+        keys = use_keys(m) if m is not None and m.installed else {}
+        if keys:
+            self.use_model.emit(keys)
+            self.say(f"{m.name} is now the {m.stage.upper()} model.")
+
+    def download(self) -> None:
+        """Download the selected models, one after another."""
+        if self.task is not None:
+            return
+        self.queue = [
+            x.id for x in self.selected_all() if x.source == "hf" and not x.installed
+        ]
+        self._download_next()
+
+    def _download_next(self) -> None:
+        m = self.info(self.queue.pop(0)) if self.queue else None
+        if m is None:
             return
         try:
             plan = self.manager.plan(m.id)
@@ -355,6 +431,8 @@ class ModelManagerWindow(QWidget):
             self._show_progress(False)
             self.say(f"Downloaded {m.name} into {folder}")
             self.downloaded.emit(m.id)
+            if self.queue:  # the next one once this task has finished
+                self.task.finished.connect(self._download_next)
 
         self._start("download", m.id, fetch, done)
 

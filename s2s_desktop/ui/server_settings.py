@@ -3,6 +3,8 @@ base URLs, the API key (kept in the OS keychain) and a connection test that list
 
 from __future__ import annotations
 
+import re
+
 from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
@@ -18,6 +20,16 @@ from .. import keychain
 from ..engines.openai_http import list_models, parse_base_url, plain_http_warning
 from ..errors import S2SError
 from .form_fields import Fields
+
+FIELD_NAMES = {"llm.base_url": "the LLM server field", "stt.base_url": "the speech-to-text server field"}
+
+
+def gui_words(message: str) -> str:
+    """A message written for the command line ("--set KEY=VALUE") as the dialog's words."""
+    for key, field in FIELD_NAMES.items():
+        message = re.sub(rf"e\.g\. --set {re.escape(key)}=(\S+)", rf"in {field}, e.g. \1", message)
+        message = message.replace(key, field.removeprefix("the ").removesuffix(" field"))
+    return message
 
 
 class ServerTab(QWidget):
@@ -69,7 +81,7 @@ class ServerTab(QWidget):
             warning = plain_http_warning(parse_base_url(url, "llm.base_url"), "the LLM server")
             ids = list_models(url, self.api_key.text().strip())
         except S2SError as exc:
-            self.status.setText(f"Connection failed: {exc}")
+            self.status.setText(f"Connection failed: {gui_words(str(exc))}")
             return []
         self.models.addItems(ids)
         text = f"Connected: {len(ids)} model{'s' if len(ids) != 1 else ''} on {url}."

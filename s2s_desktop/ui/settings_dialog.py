@@ -1,8 +1,10 @@
 """The Settings dialog: General, Audio, Models, Compute, Assistant.
 
-Apply/OK checks everything first (config.validate, the devices this machine can run, that a
-local model path exists) and refuses with the reasons, saving nothing. Valid settings are saved
-atomically, handed to `on_apply` (which reloads only the stages whose settings changed and
+The dialog shows what this launch runs. Apply/OK checks everything first (config.validate,
+the devices this machine can run, that a local model path exists, that the language suits the
+speech-to-text model) and refuses with the reasons, saving nothing. Given `saved` (the settings
+file, which this launch's --profile/--set may differ from), only the keys the user changed are
+saved onto it. Valid settings are saved atomically, handed to `on_apply` (which reloads only the stages whose settings changed and
 returns their names) and announced with `applied`; the dialog then shows those stages reloading
 and, given the pipeline's events, when each is ready again or why it failed.
 """
@@ -33,10 +35,12 @@ from PySide6.QtWidgets import (
 from .. import config, devices
 from ..errors import ModelNotFound, S2SError, SettingsError
 from ..hotkey.combo import parse_combo
+from ..launch import changed_keys, with_changes
 from ..models.resolve import looks_like_repo_id, resolve_model
 from .audio_settings import AudioTab
 from .form_fields import Fields
-from .hotkey_edit import HotkeyEdit
+from .hotkey_edit import HotkeyEdit, taken_by_desktop
+from .language_check import language_problems, voice_label
 from .model_settings import STAGE_NAMES, ComputeTab, ModelsTab
 from .server_settings import ServerTab
 
@@ -97,6 +101,7 @@ def model_problems(new: config.Settings, old: config.Settings) -> tuple[list[str
 
 class SettingsDialog(QDialog):
     applied = Signal(object)  # the new Settings, after they were saved
+    saved_changed = Signal(object)  # what the settings file now holds
 
     def __init__(
         self,
@@ -109,6 +114,8 @@ class SettingsDialog(QDialog):
         platform: devices.Platform | None = None,
         manager=None,
         path: Path | None = None,
+        saved: config.Settings | None = None,
+        launch_note: str = "",
     ):
         super().__init__(parent)
         self.setWindowTitle("s2s-desktop — Settings")
@@ -117,14 +124,20 @@ class SettingsDialog(QDialog):
         self.path = path
         self.platform = platform or devices.detect_platform()
         self.settings = settings.copy()
+        self.saved = saved.copy() if saved is not None else None  # None: save what is shown
         self.stage_states: dict[str, tuple[str, str]] = {}  # stage → (state, detail)
         self.fields = Fields()
 
         self.tabs = QTabWidget()
+        self.launch_note = QLabel(launch_note)
+        self.launch_note.setWordWrap(True)
+        self.launch_note.setStyleSheet("background: #fff4ce; color: #3b2f00; padding: 6px")
+        self.launch_note.setVisible(bool(launch_note))
         self.tabs.addTab(self._general_tab(), "General")
         self.audio = AudioTab(self.fields, sd=sd)
         self.tabs.addTab(self.audio, "Audio")
         models = self._known_models(manager, settings)
+        self.known_models = models
         self.models = ModelsTab(self.fields, models, self.say)
         self.tabs.addTab(self.models, "Models")
         self.compute = ComputeTab(self.fields, self.platform)
@@ -148,6 +161,7 @@ class SettingsDialog(QDialog):
         self.buttons.accepted.connect(self._ok)
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.launch_note)
         layout.addWidget(self.tabs, 1)
         layout.addWidget(self.message)
         layout.addWidget(self.status)
@@ -163,6 +177,11 @@ class SettingsDialog(QDialog):
         form = QFormLayout(tab)
         self.hotkey_edit = self.fields.bind("hotkey.combo", HotkeyEdit())
         form.addRow("Talk shortcut:", self.hotkey_edit)
+        self.hotkey_warning = QLabel("")
+        self.hotkey_warning.setWordWrap(True)
+        self.hotkey_warning.setStyleSheet(ERROR_STYLE)
+        self.hotkey_edit.combo_changed.connect(self._check_hotkey)
+        form.addRow("", self.hotkey_warning)
         mode = QComboBox()
         mode.addItem("Hold the keys while you talk", "hold")
         mode.addItem("Press once to start, again to send", "toggle")
@@ -199,7 +218,7 @@ class SettingsDialog(QDialog):
         for m in models:
             name = (m.entry.settings.get("tts.voice") if m.entry else "") or ""
             if name and voice.findData(name) < 0:
-                voice.addItem(name, name)
+                voice.addItem(voice_label(name), name)
         voice.setToolTip(
             "A voice of the TTS model: a Kokoro name (af_heart), or the .onnx file "
             "inside a Piper voices repo"
@@ -255,6 +274,12 @@ class SettingsDialog(QDialog):
         self.fields.load(self.settings)
         self.models.sync_all()
         self.server.load(self.settings)
+        self._check_hotkey(self.settings.hotkey.combo)
+
+    def _check_hotkey(self, combo: str) -> None:
+        why = taken_by_desktop(combo)
+        self.hotkey_warning.setText(why)
+        self.hotkey_warning.setVisible(bool(why))
 
     def collect(self) -> config.Settings:
         """The settings as the dialog shows them (SettingsError for a value of the wrong type)."""
@@ -275,7 +300,11 @@ class SettingsDialog(QDialog):
             refusals.append(str(exc))
         refusals += devices.validate_devices(new, self.platform)
         missing, notes = model_problems(new, self.settings)
-        return refusals + missing, notes
+        wrong_language, language_notes = language_problems(new, self.known_models)
+        why = taken_by_desktop(new.hotkey.combo)
+        if why and new.hotkey.combo != self.settings.hotkey.combo:
+            notes.append(f"Talk shortcut {new.hotkey.combo}: {why}")
+        return refusals + missing + wrong_language, notes + language_notes
 
     def apply(self) -> bool:
         try:
@@ -290,9 +319,15 @@ class SettingsDialog(QDialog):
         except S2SError as exc:
             return self._refuse([str(exc)])
         try:
-            config.save(new, self.path)
+            to_save = new
+            if self.saved is not None:  # only what the user changed, onto the settings file
+                to_save = with_changes(self.saved, changed_keys(self.settings, new))
+            config.save(to_save, self.path)
         except (OSError, SettingsError) as exc:
             return self._refuse([f"the settings could not be saved ({exc})"])
+        if self.saved is not None:
+            self.saved = to_save.copy()
+        self.saved_changed.emit(to_save.copy())
         old, self.settings = self.settings, new.copy()
         reloading = config.changed_stages(old, new)
         if self.on_apply is not None:
