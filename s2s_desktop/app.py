@@ -496,6 +496,7 @@ def run_app(args) -> int:
     from .ui.icons import app_icon
 
     qapp.setWindowIcon(app_icon())
+    _alsa_messages_to_log()
     app = DesktopApp(
         qapp,
         launch.settings,
@@ -511,6 +512,16 @@ def run_app(args) -> int:
     wakeup = _wake_on_signals(qapp)  # noqa: F841 (kept alive while the loop runs)
     qapp.aboutToQuit.connect(app.shutdown)
     return qapp.exec()
+
+
+def _alsa_messages_to_log() -> None:
+    try:  # PortAudio sets its own ALSA handler when sounddevice is imported: ours goes after
+        import sounddevice  # noqa: F401
+    except (ImportError, OSError):
+        return  # no PortAudio: opening the microphone says so
+    from .audio.alsa_log import route_alsa_messages_to_log
+
+    route_alsa_messages_to_log()
 
 
 def _wake_on_signals(qapp):

@@ -11,28 +11,64 @@ import os
 import sys
 
 from . import __version__
+from .config import PROFILES
 from .errors import S2SError
 
 APP_COMMANDS = ("toggle", "talk-start", "talk-stop", "quit", "status")
+APP_COMMAND_HELP = {
+    "toggle": "tell the running app to start listening, or to stop and send (bind this to a "
+    "desktop shortcut on Wayland)",
+    "talk-start": "tell the running app to start listening",
+    "talk-stop": "tell the running app to stop listening and answer",
+    "quit": "tell the running app to quit",
+    "status": "print the running app's state, loaded models, hotkey and last turn",
+}
+DESCRIPTION = """A private, local push-to-talk voice assistant.
+
+With no command, starts the desktop app (a tray icon, or a small window where there is no
+tray): hold the talk key, ask, let go. The commands below work headless or talk to the
+running app."""
+EPILOG = """examples:
+  s2s-desktop                              start the app with the saved settings
+  s2s-desktop --profile starter            this launch only: the small offline starter models
+  s2s-desktop run -i question.wav          answer a recording; the reply goes to ./s2s-output
+  s2s-desktop models list                  which models are installed and which are in use
+  s2s-desktop toggle                       start/stop listening in the running app
+
+Settings live in settings.json (Settings… in the app); --profile and --set apply to one
+launch and are never saved."""
 
 
 def _add_settings_options(p: argparse.ArgumentParser, top: bool = False) -> None:
     # On subcommands the defaults are suppressed, so options given before the subcommand stay.
     p.add_argument("--profile", default=None if top else argparse.SUPPRESS,
-                   help="named settings profile: starter, auto")
+                   choices=tuple(PROFILES),
+                   help="named settings for this launch: starter (small offline models from "
+                        "pip packages) or auto (the recommended models for this computer)")
     p.add_argument("--set", dest="overrides", action="append",
                    default=[] if top else argparse.SUPPRESS, metavar="KEY=VALUE",
-                   help="override a setting for this launch, e.g. --set llm.model=PATH")
+                   help="change one setting for this launch (repeatable), e.g. "
+                        "--set llm.model=PATH or --set stt.language=de")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="s2s-desktop", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="s2s-desktop",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"s2s-desktop {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     _add_settings_options(parser, top=True)
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", help="answer recorded questions headless: WAV in, WAV out")
+    run = sub.add_parser(
+        "run",
+        help="answer recorded questions headless: WAV in, WAV out",
+        description="Answer recorded questions without a window or sound card: each input "
+        "is one turn of one conversation; the spoken replies are written as turn-N.wav.",
+    )
     run.add_argument("--input", "-i", action="append", required=True,
                      help="a recording (WAV/FLAC/OGG); repeat for a conversation")
     run.add_argument("--output-dir", "-o", default="s2s-output",
@@ -40,10 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="one JSON object per turn")
     _add_settings_options(run)
 
-    bench = sub.add_parser("bench", help="measure latency on spoken questions")
-    bench.add_argument("--runs", type=int, default=5)
-    bench.add_argument("--json", action="store_true")
-    bench.add_argument("--plot", metavar="FILE.png")
+    bench = sub.add_parser(
+        "bench",
+        help="measure latency on spoken questions",
+        description="Measure release-to-first-audio and each stage's time on spoken "
+        "questions with the settings' models; prints medians and ranges.",
+    )
+    bench.add_argument("--runs", type=int, default=5,
+                       help="how many times each question is asked (default: 5)")
+    bench.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bench.add_argument("--plot", metavar="FILE.png", help="also draw the timings into FILE.png")
     _add_settings_options(bench)
 
     try:
@@ -56,14 +98,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_cuda_parser(sub)
 
-    dev = sub.add_parser("devices", help="list compute and audio devices")
-    dev.add_argument("--json", action="store_true")
+    dev = sub.add_parser(
+        "devices",
+        help="list compute and audio devices",
+        description="List the compute devices (CPU, CUDA, MPS, MLX) each stage can use and "
+        "the microphones and speakers PortAudio sees.",
+    )
+    dev.add_argument("--json", action="store_true", help="machine-readable output")
     _add_settings_options(dev)
 
     for name in APP_COMMANDS:
-        p = sub.add_parser(name, help=f"tell the running app: {name}")
+        p = sub.add_parser(name, help=APP_COMMAND_HELP[name],
+                           description=APP_COMMAND_HELP[name][:1].upper()
+                           + APP_COMMAND_HELP[name][1:] + ".")
         if name == "status":
-            p.add_argument("--json", action="store_true")
+            p.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 

@@ -28,6 +28,8 @@ LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = (
     "error",
 )
 STATES = (LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR)
+TOO_SHORT = "too short"  # a tap's turn ends with this reason, not "interrupted"
+NOTHING_HEARD = "Nothing was heard: hold the key while you speak"
 
 
 class Recorder(Protocol):
@@ -200,7 +202,7 @@ class AppController(QObject):
         self._pressed_at = None
         held_ms = (released_at - pressed_at) * 1000
         if check_tap and held_ms < self.settings.audio.min_press_ms:
-            self._drop_recording()
+            self._drop_recording(TOO_SHORT)
             self._settle()
             what = (
                 "Hold the key while you speak"
@@ -226,12 +228,12 @@ class AppController(QObject):
         self._set(THINKING, "Thinking…")
         self.turn_submitted.emit(turn)
 
-    def _drop_recording(self) -> None:
+    def _drop_recording(self, reason: str = "interrupted") -> None:
         """A recording that will not become a turn (tap, cancel, lost device)."""
         self._stop_timers()
         self._pressed_at = None
         self.recorder.cancel_recording()
-        self.pipeline.interrupt()  # closes the live turn
+        self.pipeline.interrupt(reason=reason)  # closes the live turn
 
     def _check_microphone(self) -> None:
         if self.state != LISTENING:
@@ -297,7 +299,7 @@ class AppController(QObject):
             self._fail(rec.get("error") or "the turn failed")
             return
         if reason == "no speech":
-            self._hint("Nothing was heard: hold the key while you speak")
+            self._hint(NOTHING_HEARD)
         self._settle()
 
     def _on_error(self, stage: str, message: str) -> None:
@@ -340,8 +342,11 @@ class AppController(QObject):
         return f"Models are still loading ({self._loading_progress()}): try again in a moment"
 
     def _load_error_line(self) -> str:
-        stage, message = next(iter(self.load_errors.items()))
-        return message if message.startswith(stage) else f"{stage} failed to load: {message}"
+        """Every stage that failed, each with its fix, in one line."""
+        return "; ".join(
+            message if message.startswith(stage) else f"{stage} failed to load: {message}"
+            for stage, message in self.load_errors.items()
+        )
 
     def status(self) -> dict:
         return {

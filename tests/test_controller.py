@@ -50,6 +50,7 @@ class FakePipeline:
         self.sources: dict[int, str] = {}
         self.fed: dict[int, list] = {}
         self.interrupts = 0
+        self.interrupt_reasons: list[str] = []
         self.turn = 0
 
     def begin_turn(self, source=""):
@@ -71,8 +72,9 @@ class FakePipeline:
             }
         )
 
-    def interrupt(self):
+    def interrupt(self, reason="interrupted"):
         self.interrupts += 1
+        self.interrupt_reasons.append(reason)
         return []
 
     def loaded(self):
@@ -165,6 +167,7 @@ def test_a_tap_is_ignored_with_a_hint(qtbot, rig):
     qtbot.waitUntil(lambda: c.state == "idle", timeout=1000)
     assert pipe.submitted == [] and rec.cancelled == 1
     assert pipe.interrupts >= 2  # the live turn begun at the press was dropped
+    assert pipe.interrupt_reasons[-1] == "too short"  # its own reason, not "interrupted"
     assert "Hold the key" in c.notices[-1] and "150 ms" in c.notices[-1]
 
 

@@ -34,17 +34,17 @@ def add_models_parser(subparsers) -> argparse.ArgumentParser:
         help="only this file of the repo (repeatable)",
     )
     vf = sub.add_parser("verify", help="check sha256 of a model's files (all installed if no ID)")
-    vf.add_argument("id", nargs="?")
+    vf.add_argument("id", nargs="?", help="the model to check (see `models list`)")
     rm = sub.add_parser("delete", help="delete a model's files from the cache")
-    rm.add_argument("id")
+    rm.add_argument("id", help="the model to delete, or an imported model to forget")
     im = sub.add_parser("import", help="add a local model folder or file")
-    im.add_argument("path")
+    im.add_argument("path", help="a model folder, or one .gguf / .onnx / .safetensors file")
     im.add_argument("--copy", action="store_true", help="copy it into the app's data folder")
     im.add_argument(
         "--as", dest="as_id", metavar="ID", help="the catalog model these files are a copy of"
     )
     ph = sub.add_parser("path", help="print the folder of an installed model")
-    ph.add_argument("id")
+    ph.add_argument("id", help="the installed model (see `models list`)")
     return p
 
 
@@ -164,8 +164,12 @@ def _verify(mgr, args) -> int:
 
 
 def _delete(mgr, args) -> int:
+    """Say what went and what stayed: forgetting an import leaves the user's own files."""
     for path in mgr.delete(args.id):
-        print(f"removed {path}")
+        if path.exists():
+            print(f"forgot the imported model at {path} (your files there were not deleted)")
+        else:
+            print(f"deleted {path}")
     return 0
 
 

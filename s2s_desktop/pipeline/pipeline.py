@@ -123,14 +123,15 @@ class Pipeline:
             released = released_at if released_at is not None else time.monotonic()
             self.vad.inbox.put(ListenEnd(turn, created=released))
 
-    def interrupt(self) -> list[int]:
+    def interrupt(self, reason: str = "interrupted") -> list[int]:
         """Barge-in: stop generation and playback of every running turn. When this returns no
-        audio of those turns reaches the sink. Returns the turns it interrupted."""
+        audio of those turns reaches the sink. Returns the turns it interrupted; they end
+        with `reason` (a dropped tap says "too short")."""
         cancelled = self.book.unfinished()
         self.clock.cancel_all()
         self.player.flush()
         for turn in cancelled:
-            self.player.close_turn(turn, "interrupted")
+            self.player.close_turn(turn, reason)
         return cancelled
 
     def _remember(self, rec: TurnRecord) -> None:

@@ -1,5 +1,7 @@
 """The conversation: what the user said, the reply streaming in, each turn's latency; copy and
-clear (which forgets the saved history too). History from earlier runs is shown at start."""
+clear (which forgets the saved history too). History from earlier runs is shown at start. The
+view follows the newest turn unless the user scrolled up to read; the running turn says
+listening / thinking / speaking as the app does."""
 
 from __future__ import annotations
 
@@ -31,13 +33,22 @@ class Entry:
     timings_ms: dict = field(default_factory=dict)
     when: float = field(default_factory=time.time)
     error: str = ""
+    stt_while_speaking: bool = False
 
 
-def latency_line(t: dict) -> str:
+RUNNING_WORDS = {"listening": "listening…", "thinking": "thinking…", "speaking": "speaking…"}
+
+
+def latency_line(t: dict, stt_while_speaking: bool = False) -> str:
+    """First audio after release, then what each stage took after the release."""
     parts = []
     if t.get("release_to_first_audio") is not None:
-        parts.append(f"first audio {t['release_to_first_audio']:.0f} ms")
-    for key, label in (("stt", "speech-to-text"), ("llm_first_token", "first token")):
+        parts.append(f"first audio {t['release_to_first_audio']:.0f} ms after release")
+    if stt_while_speaking:  # the live transcript was ready at release: no STT time was left
+        parts.append("speech-to-text done while you spoke")
+    elif t.get("stt") is not None:
+        parts.append(f"speech-to-text {t['stt']:.0f} ms")
+    for key, label in (("llm_first_token", "first token"), ("tts_first_chunk", "voice")):
         if t.get(key) is not None:
             parts.append(f"{label} {t[key]:.0f} ms")
     if t.get("total") is not None:
@@ -64,11 +75,23 @@ class ConversationWindow(QWidget):
         self.entries: dict[object, Entry] = {}
         for i, ex in enumerate(earlier or []):
             self.entries[("h", i)] = Entry(
-                ex.user, ex.assistant, ex.reason or "ok", ex.timings_ms, ex.time, ex.error
+                ex.user,
+                ex.assistant,
+                ex.reason or "ok",
+                ex.timings_ms,
+                ex.time,
+                ex.error,
+                ex.stt_while_speaking,
             )
+        self.state = "idle"  # the app's state: what the running turn says
+        self.follow = True  # keep the newest turn in view until the user scrolls up
+        self._rendering = False
 
         self.view = QTextBrowser()
         self.view.setOpenLinks(False)
+        bar = self.view.verticalScrollBar()
+        bar.valueChanged.connect(self._scrolled)
+        bar.rangeChanged.connect(lambda _lo, _hi: self._keep_newest())
         self.status = QLabel("")
         self.status.setWordWrap(True)
         self.copy_button = QPushButton("Copy")
@@ -116,6 +139,7 @@ class ConversationWindow(QWidget):
         entry.reason = reason
         entry.error = rec.get("error", "")
         entry.timings_ms = rec.get("timings_ms") or {}
+        entry.stt_while_speaking = bool(rec.get("stt_reused_partial"))
         # an interrupted reply is kept as far as it was spoken
         entry.assistant = (
             rec.get("spoken", "")
@@ -127,6 +151,10 @@ class ConversationWindow(QWidget):
 
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
         self.status.setText("" if detail == "Ready" else detail)
+        if state != self.state:
+            self.state = state
+            if any(not e.reason for e in self.entries.values()):
+                self._changed()  # the running turn's words follow the state
 
     def show_notice(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
@@ -179,22 +207,39 @@ class ConversationWindow(QWidget):
         if not self._render_timer.isActive():
             self._render_timer.start()
 
+    def _scrolled(self, value: int) -> None:
+        if not self._rendering:  # the user moved it: follow only from the bottom
+            bar = self.view.verticalScrollBar()
+            self.follow = value >= bar.maximum() - 4
+
+    def _keep_newest(self) -> None:
+        if self.follow:
+            bar = self.view.verticalScrollBar()
+            self._rendering = True
+            bar.setValue(bar.maximum())
+            self._rendering = False
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self._keep_newest()  # reopened (or restarted): the newest turn, unless scrolled up
+
     def render(self) -> None:
         bar = self.view.verticalScrollBar()
-        at_bottom = bar.value() >= bar.maximum() - 4
+        kept = bar.value()
         if not self.entries:
             body = (
                 "<p style='color:gray'>Hold the hotkey (or choose Talk) and ask "
                 "something. The conversation appears here.</p>"
             )
         else:
-            body = "".join(self._entry_html(e) for e in self.entries.values())
+            body = "".join(self._entry_html(e, self.state) for e in self.entries.values())
+        self._rendering = True
         self.view.setHtml(f"<html><body>{body}</body></html>")
-        if at_bottom:
-            bar.setValue(bar.maximum())
+        bar.setValue(bar.maximum() if self.follow else kept)
+        self._rendering = False
 
     @staticmethod
-    def _entry_html(e: Entry) -> str:
+    def _entry_html(e: Entry, state: str = "thinking") -> str:
         def esc(text: str) -> str:
             return html.escape(text).replace("\n", "<br>")
 
@@ -204,14 +249,19 @@ class ConversationWindow(QWidget):
             f"{esc(e.user) or '<i>…</i>'}</p>"
         ]
         reply = esc(e.assistant.strip())
+        if e.reason == "" and state == "listening" and not reply:
+            return parts[0].replace("<i>…</i>", "<i style='color:gray'>listening…</i>") + "<hr>"
         if e.reason == "":
-            reply = (reply + " ▍") if reply else "<i style='color:gray'>thinking…</i>"
+            word = RUNNING_WORDS.get(state, "thinking…")
+            reply = (reply + " ▍") if reply else f"<i style='color:gray'>{word}</i>"
+        elif e.reason == "unanswered":
+            reply = "<i style='color:gray'>(no reply: the app stopped before answering)</i>"
         elif e.reason == "interrupted":
             reply += " <i style='color:gray'>(interrupted)</i>"
         elif e.reason == "error":
             reply += f" <span style='color:#c62828'>({esc(e.error or 'failed')})</span>"
         parts.append(f"<p><b style='color:#1e7fd8'>Assistant</b><br>{reply}</p>")
-        line = latency_line(e.timings_ms)
+        line = latency_line(e.timings_ms, e.stt_while_speaking)
         if line:
             parts.append(f"<p style='color:gray; font-size:small'>{line}</p>")
         return "".join(parts) + "<hr>"
