@@ -369,3 +369,83 @@ def test_without_portaudio_the_audio_pickers_are_disabled_with_the_reason(
     dialog.tabs.setCurrentWidget(audio)  # no meter to start, no crash
     assert dialog.apply() and saved(dialog)["audio"]["input_device"] == "USB Headset"
     assert os.path.exists(dialog.path)
+
+
+# ---------------------------------------------------------------- this launch, clear words
+
+
+def test_under_a_profile_the_dialog_says_so_and_saves_only_the_changed_voice(
+    qtbot, make_dialog, tmp_path
+):
+    from s2s_desktop.launch import resolve_launch
+
+    mine = config.Settings()  # what the user saved earlier: the recommended models
+    config.apply_overrides(mine, config.profile_overrides("auto"))
+    config.save(mine, tmp_path / "cfg" / "settings.json")
+    launch = resolve_launch("starter", {})  # s2s-desktop --profile starter
+    note = "This launch runs with --profile starter: Apply saves only what you change."
+    dialog = make_dialog(launch.settings, saved=launch.base(), launch_note=note)
+    assert dialog.launch_note.isVisibleTo(dialog) and "--profile starter" in dialog.launch_note.text()
+    assert dialog.fields.get("llm.max_new_tokens") == 120  # the starter's, as this launch runs
+    voice = "en/en_US/lessac/medium/en_US-lessac-medium.onnx"
+    dialog.fields.set("tts.voice", voice)
+    click_apply(qtbot, dialog)
+    on_disk = saved(dialog)
+    assert on_disk["tts"]["voice"] == voice  # the one change
+    assert on_disk["tts"]["model"] == "rhasspy/piper-voices"  # not the starter's models
+    assert on_disk["stt"]["model"] == "Systran/faster-whisper-small"
+    assert on_disk["llm"]["max_new_tokens"] == mine.llm.max_new_tokens
+
+
+def test_german_with_an_english_only_model_is_refused_with_the_fix(qtbot, make_dialog):
+    starter = config.Settings()
+    config.apply_overrides(starter, config.profile_overrides("starter"))
+    dialog = make_dialog(starter)
+    dialog.fields.set("stt.language", "de")
+    click_apply(qtbot, dialog)
+    text = dialog.message.text()
+    assert text.startswith("Not saved") and "English only, not German" in text
+    assert "multilingual model" in text and not dialog.path.exists()
+
+
+def test_german_with_an_english_voice_is_saved_with_a_warning(qtbot, make_dialog):
+    s = config.Settings()
+    config.apply_overrides(s, config.profile_overrides("auto"))  # multilingual Whisper small
+    dialog = make_dialog(s)
+    dialog.fields.set("stt.language", "de")
+    click_apply(qtbot, dialog)
+    assert saved(dialog)["stt"]["language"] == "de"
+    assert "The voice speaks English" in dialog.message.text()
+    assert "German voice" in dialog.message.text()
+    assert "No model needs reloading" in dialog.status.text()
+
+
+def test_the_shortcut_field_warns_about_combos_the_desktop_takes(qtbot, make_dialog):
+    from s2s_desktop.ui.hotkey_edit import taken_by_desktop
+
+    assert taken_by_desktop(config.default_hotkey()) == ""  # the default avoids them
+    assert "openbox" in taken_by_desktop("ctrl+alt+space", "linux")
+    assert "KRunner" in taken_by_desktop("alt+space", "linux")
+    assert "Spotlight" in taken_by_desktop("cmd+space", "darwin")
+    assert "keyboard layout" in taken_by_desktop("cmd+space", "win32")
+    s = config.Settings()
+    s.hotkey.combo = "alt+space" if sys.platform.startswith("linux") else "cmd+space"
+    dialog = make_dialog(s)
+    assert dialog.hotkey_warning.isVisibleTo(dialog)
+    assert "choose another" in dialog.hotkey_warning.text()
+    dialog.hotkey_edit.combo_changed.emit("ctrl+shift+space")
+    assert not dialog.hotkey_warning.isVisibleTo(dialog)
+
+
+def test_the_voice_list_reads_as_names_not_paths(qtbot, make_dialog):
+    from s2s_desktop.ui.language_check import voice_label
+
+    assert voice_label("en/en_US/lessac/medium/en_US-lessac-medium.onnx") == (
+        "Lessac (en_US, medium)"
+    )
+    assert voice_label("af_heart") == "af_heart"
+    dialog = make_dialog()
+    box = dialog.fields.widgets["tts.voice"]
+    labels = [box.itemText(i) for i in range(box.count())]
+    assert labels[0] == "The model's default voice"
+    assert not any("/" in label or label.endswith(".onnx") for label in labels), labels

@@ -5,10 +5,9 @@ scripted engines with a fake microphone (history written, and shown again at the
 from __future__ import annotations
 
 import sys
-import types
 
 import pytest
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 

@@ -85,12 +85,11 @@ class ConversationWindow(QWidget):
             )
         self.state = "idle"  # the app's state: what the running turn says
         self.follow = True  # keep the newest turn in view until the user scrolls up
-        self._rendering = False
 
         self.view = QTextBrowser()
         self.view.setOpenLinks(False)
         bar = self.view.verticalScrollBar()
-        bar.valueChanged.connect(self._scrolled)
+        bar.actionTriggered.connect(self._scrolled)  # the user's wheel, drag, keys
         bar.rangeChanged.connect(lambda _lo, _hi: self._keep_newest())
         self.status = QLabel("")
         self.status.setWordWrap(True)
@@ -207,17 +206,15 @@ class ConversationWindow(QWidget):
         if not self._render_timer.isActive():
             self._render_timer.start()
 
-    def _scrolled(self, value: int) -> None:
-        if not self._rendering:  # the user moved it: follow only from the bottom
-            bar = self.view.verticalScrollBar()
-            self.follow = value >= bar.maximum() - 4
+    def _scrolled(self, _action: int) -> None:
+        """The user scrolled: follow new turns only while at the bottom."""
+        bar = self.view.verticalScrollBar()
+        self.follow = bar.sliderPosition() >= bar.maximum() - 4
 
     def _keep_newest(self) -> None:
         if self.follow:
             bar = self.view.verticalScrollBar()
-            self._rendering = True
             bar.setValue(bar.maximum())
-            self._rendering = False
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
@@ -233,10 +230,8 @@ class ConversationWindow(QWidget):
             )
         else:
             body = "".join(self._entry_html(e, self.state) for e in self.entries.values())
-        self._rendering = True
         self.view.setHtml(f"<html><body>{body}</body></html>")
         bar.setValue(bar.maximum() if self.follow else kept)
-        self._rendering = False
 
     @staticmethod
     def _entry_html(e: Entry, state: str = "thinking") -> str:

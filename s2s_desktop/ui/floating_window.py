@@ -102,7 +102,7 @@ class FloatingWindow(QWidget):
     def showEvent(self, event) -> None:
         if not self._placed:
             self._placed = True
-            self.adjustSize()
+            self.fit_height()
             self.move(self.start_position())
         super().showEvent(event)
 
@@ -158,7 +158,16 @@ class FloatingWindow(QWidget):
 
     def _set_detail(self, text: str) -> None:
         self.detail_label.setText(text)
-        self.adjustSize()  # the whole message shows: the window grows downwards
+        self.fit_height()
+
+    def fit_height(self) -> None:
+        """As tall as the wrapped message needs at the fixed width: nothing is cut off."""
+        layout = self.layout()
+        if layout is None:
+            return
+        layout.activate()
+        height = max(self.minimumSizeHint().height(), self.heightForWidth(WIDTH))
+        self.setFixedHeight(height)
     def _update_meter(self) -> None:
         level = float(self._level()) if self._level is not None else 0.0
         self.meter.setValue(int(min(1.0, level * 4) * 100))  # speech RMS ≈ 0.05–0.25
