@@ -89,12 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_options(bench)
 
     try:
-        from .models.models_cli import add_models_parser
+        from .commands.models import add_models_parser
     except ImportError:
         add_models_parser = None
     if add_models_parser is not None:
         add_models_parser(sub)
-    from .cuda_cli import add_cuda_parser
+    from .commands.cuda import add_cuda_parser
 
     add_cuda_parser(sub)
 
@@ -165,7 +165,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_devices(args) -> int:
-    from .devices import devices_command
+    from .commands.devices import devices_command
 
     return devices_command(args.json, _settings(args))
 
@@ -211,11 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     handlers = {"run": cmd_run, "bench": cmd_bench, "devices": cmd_devices, None: cmd_app}
     if args.command == "models":
-        from .models.models_cli import models_command
+        from .commands.models import models_command
 
         handler = models_command
     elif args.command == "cuda":
-        from .cuda_cli import cuda_command
+        from .commands.cuda import cuda_command
 
         handler = cuda_command
     elif args.command in APP_COMMANDS:

@@ -6,6 +6,7 @@ cut or the disk is full, remove asking first, and "not needed" where the downloa
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections import namedtuple
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,8 +15,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QGroupBox, QMessageBox
 
-from s2s_desktop import config
-from s2s_desktop import cuda_runtime as cr
+from s2s_desktop import config, cuda
 from s2s_desktop.devices import Platform
 from s2s_desktop.models.download import human_size
 from s2s_desktop.ui.cuda_libraries import TITLE, CudaLibrariesBox
@@ -31,7 +31,7 @@ from tests.helpers.fake_pypi import (
 from tests.helpers.fake_sounddevice import FakeSoundDevice
 
 WAIT_MS = 30_000  # generous: a loaded CI machine must not fail these
-CUBLAS_WHEEL = f"/packages/{wheel_name(cr.CUBLAS, LINUX_TAG)}"
+CUBLAS_WHEEL = f"/packages/{wheel_name(cuda.wheels.CUBLAS, LINUX_TAG)}"
 
 
 @pytest.fixture(autouse=True)
@@ -90,11 +90,11 @@ def test_install_shows_the_download_fills_the_bar_and_reports_the_versions(qtbot
     assert values and max(values) == box.bar.maximum()  # the bar reached the end
     assert not box.bar.isVisible()
     assert installed_files() == INSTALLED_LINUX
-    st = cr.status()
+    st = cuda.store.status()
     assert st.installed
     assert (
         "nvidia-cublas-cu12 12.8.4.1, nvidia-cudnn-cu12 9.10.2.21 "
-        f"({human_size(st.size_bytes)} in {cr.install_dir()})" in box.status.text()
+        f"({human_size(st.size_bytes)} in {cuda.store.install_dir()})" in box.status.text()
     )
     assert box.message.text().startswith("Done. Speech to text uses them")
     assert not box.buttons["install"].isEnabled() and box.buttons["remove"].isEnabled()
@@ -102,10 +102,14 @@ def test_install_shows_the_download_fills_the_bar_and_reports_the_versions(qtbot
 
 def test_new_pinned_versions_offer_an_update(qtbot, index, box, monkeypatch):
     publish(index)
-    cr.install()
+    cuda.install.install()
     box.refresh()
     assert box.buttons["install"].text() == "Install" and not box.buttons["install"].isEnabled()
-    monkeypatch.setattr(cr, "CUBLAS", cr.Package(cr.CUBLAS.name, "12.9.1.4", cr.CUBLAS.what))
+    monkeypatch.setattr(
+        cuda.wheels,
+        "CUBLAS",
+        cuda.wheels.Package(cuda.wheels.CUBLAS.name, "12.9.1.4", cuda.wheels.CUBLAS.what),
+    )
     box.refresh()
     assert box.buttons["install"].text() == "Update" and box.buttons["install"].isEnabled()
     assert "Update downloads them" in box.status.text()
@@ -124,10 +128,10 @@ def test_cancel_mid_download_installs_nothing_and_install_resumes(qtbot, index, 
     wait_idle(qtbot, box)
 
     assert "Cancelled" in box.message.text() and "nothing was installed" in box.message.text()
-    assert not cr.install_dir().exists() and not cr.status().installed
+    assert not cuda.store.install_dir().exists() and not cuda.store.status().installed
     assert box.status.text().startswith("Not installed.")
     assert not box.bar.isVisible() and box.buttons["install"].isEnabled()
-    assert list(cr.download_dir().glob("*.part"))  # the half is kept for a resume
+    assert list(cuda.store.download_dir().glob("*.part"))  # the half is kept for a resume
 
     index.hold.pop(CUBLAS_WHEEL).set()
     click(qtbot, box, "install")
@@ -142,7 +146,7 @@ def test_an_unreachable_index_says_so_and_installs_nothing(qtbot, index, box, mo
     dead = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     port = dead.server_address[1]
     dead.server_close()  # nothing listens there now
-    monkeypatch.setenv(cr.INDEX_ENV, f"http://127.0.0.1:{port}")
+    monkeypatch.setenv(cuda.wheels.INDEX_ENV, f"http://127.0.0.1:{port}")
     for key in ("check", "install"):
         box.say("")
         click(qtbot, box, key)
@@ -151,33 +155,33 @@ def test_an_unreachable_index_says_so_and_installs_nothing(qtbot, index, box, mo
         assert box.message.text().startswith(f"Cannot reach 127.0.0.1:{port}")
         assert "check the network" in box.message.text()
         assert box.message.styleSheet()  # shown as an error
-    assert not cr.install_dir().exists()
+    assert not cuda.store.install_dir().exists()
     assert box.status.text().startswith("Not installed.")
 
 
 def test_a_cut_download_and_a_full_disk_say_what_happened(qtbot, index, box, monkeypatch):
     publish(index)
-    monkeypatch.setattr(cr, "RETRIES", 0)
+    monkeypatch.setattr(cuda.install, "RETRIES", 0)
     index.cut.add(CUBLAS_WHEEL)
     click(qtbot, box, "install")
     qtbot.waitUntil(lambda: "was cut at" in box.message.text(), timeout=WAIT_MS)
     wait_idle(qtbot, box)
     assert "nothing was installed" in box.message.text()
     assert "s2s-desktop models import" not in box.message.text()
-    assert not cr.install_dir().exists()
+    assert not cuda.store.install_dir().exists()
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(cr.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 1000, 1000))
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 1000, 1000))
     click(qtbot, box, "install")
     qtbot.waitUntil(lambda: "Not enough free space" in box.message.text(), timeout=WAIT_MS)
     wait_idle(qtbot, box)
     assert "the CUDA libraries need about" in box.message.text()
-    assert not cr.install_dir().exists()
+    assert not cuda.store.install_dir().exists()
 
 
 def test_remove_asks_first_then_deletes_the_libraries(qtbot, index, box, monkeypatch):
     publish(index)
-    cr.install()
+    cuda.install.install()
     box.refresh()
     assert box.status.text().startswith("Installed:")
     asked = []
@@ -191,19 +195,19 @@ def test_remove_asks_first_then_deletes_the_libraries(qtbot, index, box, monkeyp
 
     monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.No))
     click(qtbot, box, "remove")
-    assert str(cr.install_dir()) in asked[0] and installed_files() == INSTALLED_LINUX
+    assert str(cuda.store.install_dir()) in asked[0] and installed_files() == INSTALLED_LINUX
 
     monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Yes))
     click(qtbot, box, "remove")
-    assert not cr.install_dir().exists()
+    assert not cuda.store.install_dir().exists()
     assert box.message.text().startswith("Removed (")
     assert box.status.text().startswith("Not installed.")
     assert not box.buttons["remove"].isEnabled()
 
 
 def test_not_needed_where_the_download_cannot_run(qtbot, monkeypatch):
-    real = cr.platform_key
-    monkeypatch.setattr(cr, "platform_key", lambda: real("darwin", "arm64"))  # as on a Mac
+    real = cuda.wheels.platform_key
+    monkeypatch.setattr(cuda.wheels, "platform_key", lambda: real("darwin", "arm64"))  # as on a Mac
     widget = CudaLibrariesBox(gpu_count=0)
     qtbot.addWidget(widget)
     assert widget.status.text().startswith("Not needed on this platform: ")

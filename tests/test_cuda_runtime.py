@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from s2s_desktop import cli
-from s2s_desktop import cuda_runtime as cr
+from s2s_desktop import cli, cuda
+from s2s_desktop.models.download import human_size
 from tests.helpers.fake_pypi import (
     CUBLAS_LIBS,
     INSTALLED_LINUX,
@@ -37,7 +37,7 @@ def index(tmp_path, monkeypatch):
 
 
 def leftovers() -> list[str]:
-    parent = cr.install_dir().parent
+    parent = cuda.store.install_dir().parent
     return [p.name for p in parent.iterdir() if p.name.startswith(".")] if parent.exists() else []
 
 
@@ -46,20 +46,20 @@ def leftovers() -> list[str]:
 
 def test_plan_resolves_this_platforms_wheels_and_their_sizes(index):
     wheels = publish(index)
-    plan = cr.plan(ct2_version="4.6.0")
+    plan = cuda.install.plan(ct2_version="4.6.0")
     assert [w.package.name for w in plan.wheels] == ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"]
     assert [w.filename for w in plan.wheels] == list(wheels)  # the Linux ones, not Windows
     assert plan.download_bytes == sum(len(b) for b in wheels.values())
     assert plan.wheels[0].url == f"{index.url}/packages/{plan.wheels[0].filename}"  # joined
     assert plan.wheels[0].sha256 == hashlib.sha256(wheels[plan.wheels[0].filename]).hexdigest()
-    assert plan.folder == cr.install_dir() and not plan.up_to_date
+    assert plan.folder == cuda.store.install_dir() and not plan.up_to_date
     assert index.wheel_gets() == []  # planning downloads nothing
 
-    newer = cr.plan(ct2_version="4.8.5")  # CTranslate2 4.6.3+ has no cuDNN in it
+    newer = cuda.install.plan(ct2_version="4.8.5")  # CTranslate2 4.6.3+ has no cuDNN in it
     assert [w.package.name for w in newer.wheels] == ["nvidia-cublas-cu12"]
-    assert len(cr.plan(ct2_version="4.8.5", with_cudnn=True).wheels) == 2
-    with pytest.raises(cr.CudaUnsupported, match="cuDNN 8.*4.5 or later"):
-        cr.plan(ct2_version="4.4.0")
+    assert len(cuda.install.plan(ct2_version="4.8.5", with_cudnn=True).wheels) == 2
+    with pytest.raises(cuda.CudaUnsupported, match="cuDNN 8.*4.5 or later"):
+        cuda.install.plan(ct2_version="4.4.0")
 
 
 def test_wheel_choice_follows_os_cpu_and_glibc():
@@ -69,29 +69,29 @@ def test_wheel_choice_follows_os_cpu_and_glibc():
         {"filename": "x-1-py3-none-manylinux_2_27_x86_64.whl", "packagetype": "bdist_wheel"},
         {"filename": "x-1.tar.gz", "packagetype": "sdist"},
     ]
-    assert cr.pick_wheel(files, "win_amd64")["filename"].endswith("win_amd64.whl")
-    assert cr.pick_wheel(files, "linux_x86_64", glibc=(2, 36))["filename"].endswith(
+    assert cuda.wheels.pick_wheel(files, "win_amd64")["filename"].endswith("win_amd64.whl")
+    assert cuda.wheels.pick_wheel(files, "linux_x86_64", glibc=(2, 36))["filename"].endswith(
         "2_27_x86_64.whl"
     )
     legacy = [{"filename": "x-1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"}]
-    assert cr.pick_wheel(legacy, "linux_x86_64", glibc=(2, 17)) is legacy[0]
-    with pytest.raises(cr.CudaUnsupported, match="glibc 2.27 or newer.*glibc 2.17"):
-        cr.pick_wheel(files, "linux_x86_64", glibc=(2, 17))
-    assert cr.platform_key("win32", "AMD64") == "win_amd64"
-    assert cr.platform_key("linux", "x86_64") == "linux_x86_64"
+    assert cuda.wheels.pick_wheel(legacy, "linux_x86_64", glibc=(2, 17)) is legacy[0]
+    with pytest.raises(cuda.CudaUnsupported, match="glibc 2.27 or newer.*glibc 2.17"):
+        cuda.wheels.pick_wheel(files, "linux_x86_64", glibc=(2, 17))
+    assert cuda.wheels.platform_key("win32", "AMD64") == "win_amd64"
+    assert cuda.wheels.platform_key("linux", "x86_64") == "linux_x86_64"
     for system, machine in (("darwin", "arm64"), ("linux", "aarch64")):
-        with pytest.raises(cr.CudaUnsupported, match="stt.device=cpu"):
-            cr.platform_key(system, machine)
+        with pytest.raises(cuda.CudaUnsupported, match="stt.device=cpu"):
+            cuda.wheels.platform_key(system, machine)
     # dependencies load first: cudart, cublasLt, cublas, then cuDNN's parts, its shim last
     names = ["libcudnn.so.9", "libcublas.so.12", "libcudnn_ops.so.9", "libcublasLt.so.12"]
-    assert sorted(names, key=cr.load_rank) == [
+    assert sorted(names, key=cuda.activate.load_rank) == [
         "libcublasLt.so.12",
         "libcublas.so.12",
         "libcudnn_ops.so.9",
         "libcudnn.so.9",
     ]
     dlls = ["cudnn64_9.dll", "cublas64_12.dll", "cublasLt64_12.dll", "cudart64_12.dll"]
-    assert sorted(dlls, key=cr.load_rank) == [
+    assert sorted(dlls, key=cuda.activate.load_rank) == [
         "cudart64_12.dll",
         "cublasLt64_12.dll",
         "cublas64_12.dll",
@@ -105,18 +105,20 @@ def test_wheel_choice_follows_os_cpu_and_glibc():
 def test_install_keeps_only_libraries_and_licences_and_writes_a_manifest(index):
     publish(index)
     events = []
-    st = cr.install(progress=events.append)
+    st = cuda.install.install(progress=events.append)
     assert installed_files() == INSTALLED_LINUX  # no headers, no __init__.py, no NVBLAS
-    assert (cr.install_dir() / "libcublasLt.so.12").read_bytes() == CUBLAS_LIBS["libcublasLt.so.12"]
-    manifest = json.loads((cr.install_dir() / "manifest.json").read_text())
+    assert (cuda.store.install_dir() / "libcublasLt.so.12").read_bytes() == CUBLAS_LIBS[
+        "libcublasLt.so.12"
+    ]
+    manifest = json.loads((cuda.store.install_dir() / "manifest.json").read_text())
     assert {p["name"]: p["version"] for p in manifest["packages"]} == {
         "nvidia-cublas-cu12": "12.8.4.1",
         "nvidia-cudnn-cu12": "9.10.2.21",
     }
     assert {f["name"]: f["size"] for f in manifest["files"]}["libcublas.so.12"] == 96_000
-    assert st.installed and st.versions == cr.status().versions
+    assert st.installed and st.versions == cuda.store.status().versions
     assert st.size_bytes > 96_000 + 160_000
-    assert leftovers() == [] and list(cr.download_dir().iterdir()) == []  # wheels deleted
+    assert leftovers() == [] and list(cuda.store.download_dir().iterdir()) == []  # wheels deleted
     assert {(e.step, e.index) for e in events} == {
         ("download", 1),
         ("download", 2),
@@ -124,15 +126,15 @@ def test_install_keeps_only_libraries_and_licences_and_writes_a_manifest(index):
         ("unpack", 2),
     }
     assert events[-1].step == "unpack" and events[-1].done == events[-1].total
-    assert cr.plan().up_to_date  # a second install has nothing to do
-    assert cr.install().installed and len(index.wheel_gets()) == 2
+    assert cuda.install.plan().up_to_date  # a second install has nothing to do
+    assert cuda.install.install().installed and len(index.wheel_gets()) == 2
 
 
 def test_a_cut_download_resumes_with_a_range_request(index):
     wheels = publish(index)
     cublas = next(iter(wheels))
     index.cut.add(f"/packages/{cublas}")
-    assert cr.install().installed
+    assert cuda.install.install().installed
     gets = [r for r in index.wheel_gets() if r[0].endswith(cublas)]
     assert len(gets) == 2 and gets[0][1] is None
     assert gets[1][1] == f"bytes={len(wheels[cublas]) // 2}-"  # only the rest came again
@@ -141,42 +143,44 @@ def test_a_cut_download_resumes_with_a_range_request(index):
 def test_a_partial_file_from_an_earlier_run_is_resumed(index):
     wheels = publish(index)
     cublas, data = next(iter(wheels.items()))
-    cr.download_dir().mkdir(parents=True)
-    (cr.download_dir() / f"{cublas}.part").write_bytes(data[:10_000])
-    assert cr.install().installed
+    cuda.store.download_dir().mkdir(parents=True)
+    (cuda.store.download_dir() / f"{cublas}.part").write_bytes(data[:10_000])
+    assert cuda.install.install().installed
     assert (f"/packages/{cublas}", "bytes=10000-") in index.wheel_gets()
 
 
 def test_a_hash_mismatch_is_refused_and_nothing_is_installed(index):
     publish(index, sha="0" * 64)
-    with pytest.raises(cr.CudaError, match="does not match the sha256.*nothing was installed"):
-        cr.install()
-    st = cr.status()
-    assert not st.installed and not cr.install_dir().exists()
+    with pytest.raises(cuda.CudaError, match="does not match the sha256.*nothing was installed"):
+        cuda.install.install()
+    st = cuda.store.status()
+    assert not st.installed and not cuda.store.install_dir().exists()
     assert leftovers() == []
-    assert [p.name for p in cr.download_dir().iterdir()] == []  # the bad bytes are gone
+    assert [p.name for p in cuda.store.download_dir().iterdir()] == []  # the bad bytes are gone
 
 
 def test_a_failed_update_leaves_the_working_install_alone(index):
     publish(index)
-    before = cr.install()
+    before = cuda.install.install()
     publish(index, cublas_libs={"libcublas.so.12": b"new"}, sha="f" * 64)
-    plan = cr.plan()
+    plan = cuda.install.plan()
     plan.up_to_date = False  # as if the pinned versions had changed
-    with pytest.raises(cr.CudaError, match="sha256"):
-        cr.install(from_plan=plan)
-    after = cr.status()
+    with pytest.raises(cuda.CudaError, match="sha256"):
+        cuda.install.install(from_plan=plan)
+    after = cuda.store.status()
     assert after.installed and after.files == before.files
-    assert (cr.install_dir() / "libcublas.so.12").read_bytes() == CUBLAS_LIBS["libcublas.so.12"]
+    assert (cuda.store.install_dir() / "libcublas.so.12").read_bytes() == CUBLAS_LIBS[
+        "libcublas.so.12"
+    ]
     assert leftovers() == []
 
 
 def test_remove_deletes_the_libraries(index):
     publish(index)
-    size = cr.install().size_bytes
-    assert cr.remove() >= size
-    assert not cr.install_dir().exists() and not cr.status().installed
-    assert cr.remove() == 0  # nothing left: still fine
+    size = cuda.install.install().size_bytes
+    assert cuda.store.remove() >= size
+    assert not cuda.store.install_dir().exists() and not cuda.store.status().installed
+    assert cuda.store.remove() == 0  # nothing left: still fine
 
 
 # ---------------------------------------------------------------- activate
@@ -205,16 +209,16 @@ def test_activate_preloads_real_libraries_so_a_lookup_by_name_finds_them(index, 
     )
     libs = {n: (build / n).read_bytes() for n in ("libcublas.so.12", "libcublasLt.so.12")}
     publish(index, cublas_libs=libs)
-    cr.install(from_plan=cr.plan(ct2_version="4.8.5"))  # cuBLAS only
-    folder = cr.install_dir()
+    cuda.install.install(from_plan=cuda.install.plan(ct2_version="4.8.5"))  # cuBLAS only
+    folder = cuda.store.install_dir()
     probe = (
         "import ctypes, json, sys\n"
-        "from s2s_desktop import cuda_runtime as cr\n"
-        "print(repr(cr.activate()))\n"
+        "from s2s_desktop import cuda\n"
+        "print(repr(cuda.activate.activate()))\n"
         "maps = open('/proc/self/maps').read()\n"
         "print(json.dumps(sorted({l.split()[-1] for l in maps.splitlines() if sys.argv[1] in l})))\n"
         "print(ctypes.CDLL('libcublas.so.12').cublas_answer())\n"  # as CTranslate2 does
-        "print(repr(cr.activate()))\n"
+        "print(repr(cuda.activate.activate()))\n"
     )
     env = {**os.environ, "LD_LIBRARY_PATH": ""}
     out = subprocess.run(
@@ -234,13 +238,13 @@ def test_activate_preloads_real_libraries_so_a_lookup_by_name_finds_them(index, 
 
 
 def test_activate_gives_a_reason_instead_of_raising(index):
-    assert "not installed" in cr.activate()
+    assert "not installed" in cuda.activate.activate()
     publish(index, cublas_libs={"libcublas.so.12": b"not an ELF file", "libcublasLt.so.12": b"x"})
-    cr.install(from_plan=cr.plan(ct2_version="4.8.5"))
-    reason = cr.activate()
+    cuda.install.install(from_plan=cuda.install.plan(ct2_version="4.8.5"))
+    reason = cuda.activate.activate()
     assert "libcublas.so.12" in reason and "s2s-desktop cuda install" in reason
-    (cr.install_dir() / "libcublas.so.12").unlink()
-    assert not cr.status().installed and "missing or damaged" in cr.status().problem
+    (cuda.store.install_dir() / "libcublas.so.12").unlink()
+    assert not cuda.store.status().installed and "missing or damaged" in cuda.store.status().problem
 
 
 def test_faster_whisper_activates_the_download_on_cuda_only(monkeypatch, tmp_path):
@@ -254,15 +258,15 @@ def test_faster_whisper_activates_the_download_on_cuda_only(monkeypatch, tmp_pat
     (model / "model.bin").write_bytes(b"")
     (model / "tokenizer.json").write_text("{}")
     calls = []
-    monkeypatch.setattr(cr, "is_installed", lambda: True)
-    monkeypatch.setattr(cr, "activate", lambda folder=None: calls.append(folder))
+    monkeypatch.setattr(cuda.store, "is_installed", lambda: True)
+    monkeypatch.setattr(cuda.activate, "activate", lambda folder=None: calls.append(folder))
     with pytest.raises((DeviceUnavailable, ModelLoadError)):
         fw.FasterWhisperSTT(STTSettings(model=str(model)), "cuda").load()
     assert calls == [None]
     with pytest.raises(ModelLoadError):  # the empty model.bin
         fw.FasterWhisperSTT(STTSettings(model=str(model)), "cpu").load()
     assert calls == [None]
-    monkeypatch.setattr(cr, "is_installed", lambda: False)
+    monkeypatch.setattr(cuda.store, "is_installed", lambda: False)
     assert "s2s-desktop cuda install" in fw.cuda_hint("Library libcublas.so.12 is not found")
     assert fw.cuda_hint("out of memory") == ""
 
@@ -275,14 +279,14 @@ def test_cli_install_shows_the_plan_then_installs_and_status_reports_it(index, c
     assert cli.main(["cuda", "install", "--yes"]) == 0
     out = capsys.readouterr()
     assert "nvidia-cublas-cu12 12.8.4.1" in out.out and "nvidia-cudnn-cu12 9.10.2.21" in out.out
-    total = cr.human_size(sum(len(b) for b in wheels.values()))
+    total = human_size(sum(len(b) for b in wheels.values()))
     assert f"download {total} from 127.0.0.1" in out.out
-    assert f"installed in {cr.install_dir()}" in out.out
+    assert f"installed in {cuda.store.install_dir()}" in out.out
     assert "[1/2] download" in out.err and "[2/2] unpack" in out.err  # progress lines
 
     assert cli.main(["cuda", "status"]) == 0
     out = capsys.readouterr().out
-    assert f"CUDA libraries: installed in {cr.install_dir()}" in out
+    assert f"CUDA libraries: installed in {cuda.store.install_dir()}" in out
     assert "nvidia-cublas-cu12 12.8.4.1" in out and "size on disk:" in out
     assert cli.main(["cuda", "status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["installed"] is True
@@ -300,7 +304,7 @@ def test_cli_dry_run_and_no_terminal_download_nothing(index, capsys, monkeypatch
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     assert cli.main(["cuda", "install"]) == 1
     assert "--yes" in capsys.readouterr().err
-    assert index.wheel_gets() == [] and not cr.is_installed()
+    assert index.wheel_gets() == [] and not cuda.store.is_installed()
 
 
 def test_cli_failures_exit_1_with_a_clear_message(index, capsys, monkeypatch):
@@ -309,8 +313,8 @@ def test_cli_failures_exit_1_with_a_clear_message(index, capsys, monkeypatch):
     assert "does not match the sha256" in capsys.readouterr().err
 
     publish(index)
-    monkeypatch.setattr(cr, "RETRIES", 0)
-    index.cut.add(f"/packages/{wheel_name(cr.CUBLAS, LINUX_TAG)}")
+    monkeypatch.setattr(cuda.install, "RETRIES", 0)
+    index.cut.add(f"/packages/{wheel_name(cuda.wheels.CUBLAS, LINUX_TAG)}")
     assert cli.main(["cuda", "install", "--yes"]) == 1
     err = capsys.readouterr().err
     assert "was cut at" in err and "nothing was installed" in err and "models import" not in err
@@ -318,7 +322,7 @@ def test_cli_failures_exit_1_with_a_clear_message(index, capsys, monkeypatch):
     dead = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     port = dead.server_address[1]
     dead.server_close()  # nothing listens there now
-    monkeypatch.setenv(cr.INDEX_ENV, f"http://127.0.0.1:{port}")
+    monkeypatch.setenv(cuda.wheels.INDEX_ENV, f"http://127.0.0.1:{port}")
     assert cli.main(["cuda", "install", "--yes"]) == 1
     assert "cannot reach 127.0.0.1" in capsys.readouterr().err
-    assert not cr.is_installed()
+    assert not cuda.store.is_installed()

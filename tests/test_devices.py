@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from s2s_desktop import devices
+from s2s_desktop.commands import devices as devices_cmd
 from s2s_desktop.config import Settings
 from s2s_desktop.devices import Platform, load_with_fallback, resolve_device, validate_devices
 from s2s_desktop.errors import (
@@ -313,7 +314,7 @@ def test_is_gpu_failure_follows_the_cause_chain():
 def test_describe_is_json_and_tells_each_stage(monkeypatch):
     s = Settings()
     s.llm.backend = "mlx-lm"
-    info = devices.describe(s, PLATFORMS["mac_arm"])
+    info = devices_cmd.describe(s, PLATFORMS["mac_arm"])
     json.dumps(info)  # the --json output
     assert info["stages"]["llm"]["device"] == "mlx"
     assert info["stages"]["tts"]["device"] == "cpu"  # piper has no Metal path
@@ -332,19 +333,19 @@ def test_describe_without_portaudio_reports_audio_error(monkeypatch):
 
     monkeypatch.delitem(sys.modules, "sounddevice", raising=False)
     monkeypatch.setattr(sys, "meta_path", [NoPortAudio(), *sys.meta_path])
-    info = devices.describe(Settings(), PLATFORMS["linux_cpu"])
+    info = devices_cmd.describe(Settings(), PLATFORMS["linux_cpu"])
     assert "PortAudio" in info["audio_error"] and "libportaudio2" in info["audio_error"]
     assert info["stages"]["stt"]["device"] == "cpu"
 
 
 def test_devices_command_prints_table_and_json(capsys):
     s = Settings()
-    assert devices.devices_command(False, s, PLATFORMS["linux_cuda2"]) == 0
+    assert devices_cmd.devices_command(False, s, PLATFORMS["linux_cuda2"]) == 0
     out = capsys.readouterr().out
     assert "Compute devices:" in out and "Audio devices:" in out
     assert "faster-whisper" in out and "→ cuda" in out
     s.llm.device = "mps"
-    assert devices.devices_command(True, s, PLATFORMS["linux_cpu"]) == 1
+    assert devices_cmd.devices_command(True, s, PLATFORMS["linux_cpu"]) == 1
     info = json.loads(capsys.readouterr().out)
     assert "Apple Silicon" in info["stages"]["llm"]["error"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from s2s_desktop.models.models_cli import main
+from s2s_desktop.commands.models import main
 from s2s_desktop.models.resolve import package_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ def run_cli(*args, env=None, timeout=60):
     full = {**os.environ, **(env or {})}
     full["PYTHONPATH"] = str(REPO) + os.pathsep + full.get("PYTHONPATH", "")
     return subprocess.run(
-        [sys.executable, "-m", "s2s_desktop.models.models_cli", *args],
+        [sys.executable, "-m", "s2s_desktop.commands.models", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -1,6 +1,6 @@
 """The "NVIDIA GPU libraries" group of the Compute tab: whether NVIDIA's cuBLAS (and cuDNN) for
 faster-whisper are installed, what a download would fetch, install with progress and cancel,
-remove. The Qt-free cuda_runtime does the work in a ModelTask thread; the index is asked only
+remove. The Qt-free `cuda` package does the work in a ModelTask thread; the index is asked only
 when the user clicks, so opening Settings offline costs nothing."""
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from .. import cuda_runtime as cr
+from ..cuda import INSTALL_HINT, CudaCancelled, CudaError, CudaUnsupported, install, store, wheels
+from ..cuda.install import Plan
+from ..cuda.store import CudaStatus
 from ..models.download import DownloadCancelled, DownloadProgress, human_size
 from .model_manager import ERROR_STYLE, ModelTask, progress_text
 
@@ -31,19 +33,19 @@ CANCELLED = (
 
 
 class CudaTask(ModelTask):
-    # cuda_runtime reports a cancel as CudaCancelled (a CudaError): "cancelled", not an error
-    cancelled_errors = (cr.CudaCancelled, DownloadCancelled)
+    # the cuda package reports a cancel as CudaCancelled (a CudaError): "cancelled", not an error
+    cancelled_errors = (CudaCancelled, DownloadCancelled)
 
 
 def gui_message(text: str) -> str:
-    """cuda_runtime's message (written for the CLI's "error: ...") as a sentence here."""
-    text = text.replace(cr.INSTALL_HINT, GUI_HINT)
+    """The cuda package's message (written for the CLI's "error: ...") as a sentence here."""
+    text = text.replace(INSTALL_HINT, GUI_HINT)
     return text[:1].upper() + text[1:]
 
 
 def partial_bytes() -> int:
     """Wheels a cancelled or cut install left in the cache (kept for a resume)."""
-    folder = cr.download_dir()
+    folder = store.download_dir()
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
 
 
@@ -51,7 +53,7 @@ def versions_text(versions: dict[str, str]) -> str:
     return ", ".join(f"{name} {version}" for name, version in versions.items())
 
 
-def plan_text(plan: cr.Plan) -> str:
+def plan_text(plan: Plan) -> str:
     if plan.up_to_date:
         return "These versions are installed already: nothing to download."
     # two lines: with the progress below, more would not fit the Compute tab
@@ -59,7 +61,7 @@ def plan_text(plan: cr.Plan) -> str:
         f"{w.package.name} {w.package.version} ({human_size(w.size)})" for w in plan.wheels
     )
     return (
-        f"{packages}\nDownload {human_size(plan.download_bytes)} from {cr.host_of(plan.index)}; "
+        f"{packages}\nDownload {human_size(plan.download_bytes)} from {wheels.host_of(plan.index)}; "
         f"about {human_size(plan.disk_bytes)} on disk ({human_size(plan.free_bytes)} free)"
     )
 
@@ -69,11 +71,11 @@ class CudaLibrariesBox(QGroupBox):
         super().__init__(TITLE, parent)
         self.gpu_count = gpu_count
         self.task: CudaTask | None = None
-        self.plan: cr.Plan | None = None  # the last one asked of the index, for the progress bar
+        self.plan: Plan | None = None  # the last one asked of the index, for the progress bar
         self.unsupported = ""
         try:
-            cr.platform_key()
-        except cr.CudaUnsupported as exc:
+            wheels.platform_key()
+        except CudaUnsupported as exc:
             self.unsupported = str(exc)
 
         self.status = QLabel("")
@@ -126,10 +128,10 @@ class CudaLibrariesBox(QGroupBox):
             for button in self.buttons.values():
                 button.hide()
             return
-        st = cr.status()
+        st = store.status()
         outdated = False
-        with contextlib.suppress(cr.CudaUnsupported):  # an old CTranslate2: Install says why
-            wanted = cr.required_packages(cr.ctranslate2_version())
+        with contextlib.suppress(CudaUnsupported):  # an old CTranslate2: Install says why
+            wanted = wheels.required_packages(wheels.ctranslate2_version())
             outdated = st.installed and not st.has(wanted)
         if st.installed:
             text = (
@@ -166,7 +168,7 @@ class CudaLibrariesBox(QGroupBox):
         self.message.setStyleSheet(ERROR_STYLE if error else "")
         self.message.setVisible(bool(text))
 
-    def _show_plan(self, plan: cr.Plan) -> None:
+    def _show_plan(self, plan: Plan) -> None:
         self.plan = plan
         self.details.setText(plan_text(plan))
         self.details.setToolTip(
@@ -206,7 +208,7 @@ class CudaLibrariesBox(QGroupBox):
             self.say(gui_message(message), error=True)
 
     def _progress(self, p) -> None:
-        if isinstance(p, cr.Plan):  # the install's own plan comes first: show what it fetches
+        if isinstance(p, Plan):  # the install's own plan comes first: show what it fetches
             self._show_plan(p)
             self.say("")
             return
@@ -233,9 +235,9 @@ class CudaLibrariesBox(QGroupBox):
         if self.task is not None or self.unsupported:
             return
         self.say("Asking the index what to download…")
-        self._start("check", lambda progress, cancel: cr.plan(), self._checked)
+        self._start("check", lambda progress, cancel: install.plan(), self._checked)
 
-    def _checked(self, plan: cr.Plan) -> None:
+    def _checked(self, plan: Plan) -> None:
         self._show_plan(plan)
         self.say("")
 
@@ -247,13 +249,13 @@ class CudaLibrariesBox(QGroupBox):
         self._show_progress(True)
 
         def fetch(progress, cancel):
-            plan = cr.plan()  # fresh: what is installed may have changed since a check
+            plan = install.plan()  # fresh: what is installed may have changed since a check
             progress(plan)
-            return cr.install(progress=progress, cancel=cancel, from_plan=plan)
+            return install.install(progress=progress, cancel=cancel, from_plan=plan)
 
         self._start("install", fetch, self._installed)
 
-    def _installed(self, st: cr.CudaStatus) -> None:
+    def _installed(self, st: CudaStatus) -> None:
         self._show_progress(False)
         self.details.hide()
         self.say(
@@ -269,7 +271,7 @@ class CudaLibrariesBox(QGroupBox):
     def remove(self) -> None:
         if self.task is not None:
             return
-        st = cr.status()
+        st = store.status()
         if st.folder.exists():
             question = (
                 f"Delete {st.folder} ({human_size(st.size_bytes)})? Speech to text then runs "
@@ -277,7 +279,7 @@ class CudaLibrariesBox(QGroupBox):
             )
         else:
             question = (
-                f"Delete the partly downloaded libraries in {cr.download_dir()} "
+                f"Delete the partly downloaded libraries in {store.download_dir()} "
                 f"({human_size(partial_bytes())})? Install then starts from the beginning."
             )
         answer = QMessageBox.question(
@@ -290,8 +292,8 @@ class CudaLibrariesBox(QGroupBox):
         if answer != QMessageBox.StandardButton.Yes:
             return
         try:
-            freed = cr.remove()
-        except cr.CudaError as exc:
+            freed = store.remove()
+        except CudaError as exc:
             self.say(gui_message(str(exc)), error=True)
         else:
             self.say(f"Removed ({human_size(freed)} freed).")

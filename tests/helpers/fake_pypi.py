@@ -1,9 +1,9 @@
 """A stand-in for PyPI's JSON API on loopback with tiny wheels shaped like NVIDIA's CUDA ones
-(fake .so/.dll files under nvidia/<lib>/...), for cuda_runtime and its Settings group.
+(fake .so/.dll files under nvidia/<lib>/...), for the cuda package and its Settings group.
 
     index = FakeIndex()
     publish(index)  # cuBLAS and cuDNN, Linux and Windows wheels
-    os.environ[cr.INDEX_ENV] = index.url
+    os.environ[cuda.wheels.INDEX_ENV] = index.url
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from s2s_desktop import cuda_runtime as cr
+from s2s_desktop import cuda
 
 LINUX_TAG = "manylinux_2_27_x86_64"
 # what an install of the published Linux wheels leaves: no headers, no __init__.py, no NVBLAS
@@ -51,7 +51,9 @@ class FakeIndex:
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         ).start()
 
-    def release(self, package: cr.Package, wheels: dict[str, bytes], relative=False, sha=None):
+    def release(
+        self, package: cuda.wheels.Package, wheels: dict[str, bytes], relative=False, sha=None
+    ):
         entries = []
         for name, data in wheels.items():
             self.files[f"/packages/{name}"] = data
@@ -133,7 +135,9 @@ def _handler(index: FakeIndex):
     return Handler
 
 
-def make_wheel(package: cr.Package, lib: str, libs: dict[str, bytes], windows=False) -> bytes:
+def make_wheel(
+    package: cuda.wheels.Package, lib: str, libs: dict[str, bytes], windows=False
+) -> bytes:
     """A wheel shaped like NVIDIA's: headers, __init__.py files, libraries, licence, METADATA."""
     dist = f"{package.name.replace('-', '_')}-{package.version}.dist-info"
     buf = io.BytesIO()
@@ -149,7 +153,7 @@ def make_wheel(package: cr.Package, lib: str, libs: dict[str, bytes], windows=Fa
     return buf.getvalue()
 
 
-def wheel_name(package: cr.Package, tag: str) -> str:
+def wheel_name(package: cuda.wheels.Package, tag: str) -> str:
     return f"{package.name.replace('-', '_')}-{package.version}-py3-none-{tag}.whl"
 
 
@@ -167,35 +171,44 @@ CUDNN_LIBS = {"libcudnn.so.9": blob(6_400, 4), "libcudnn_ops.so.9": blob(32_000,
 
 def publish(index: FakeIndex, cublas_libs=None, relative=True, sha=None) -> dict[str, bytes]:
     """Both pinned packages, each with a Linux and a Windows wheel; returns the Linux wheels."""
-    cublas = make_wheel(cr.CUBLAS, "cublas", cublas_libs or CUBLAS_LIBS)
-    cudnn = make_wheel(cr.CUDNN, "cudnn", CUDNN_LIBS)
-    win = make_wheel(cr.CUBLAS, "cublas", {"cublas64_12.dll": b"MZ" * 100}, windows=True)
+    cublas = make_wheel(cuda.wheels.CUBLAS, "cublas", cublas_libs or CUBLAS_LIBS)
+    cudnn = make_wheel(cuda.wheels.CUDNN, "cudnn", CUDNN_LIBS)
+    win = make_wheel(cuda.wheels.CUBLAS, "cublas", {"cublas64_12.dll": b"MZ" * 100}, windows=True)
     index.release(
-        cr.CUBLAS,
-        {wheel_name(cr.CUBLAS, "win_amd64"): win, wheel_name(cr.CUBLAS, LINUX_TAG): cublas},
+        cuda.wheels.CUBLAS,
+        {
+            wheel_name(cuda.wheels.CUBLAS, "win_amd64"): win,
+            wheel_name(cuda.wheels.CUBLAS, LINUX_TAG): cublas,
+        },
         relative=relative,
         sha=sha,
     )
     index.release(
-        cr.CUDNN,
-        {wheel_name(cr.CUDNN, "win_amd64"): win, wheel_name(cr.CUDNN, LINUX_TAG): cudnn},
+        cuda.wheels.CUDNN,
+        {
+            wheel_name(cuda.wheels.CUDNN, "win_amd64"): win,
+            wheel_name(cuda.wheels.CUDNN, LINUX_TAG): cudnn,
+        },
     )
-    return {wheel_name(cr.CUBLAS, LINUX_TAG): cublas, wheel_name(cr.CUDNN, LINUX_TAG): cudnn}
+    return {
+        wheel_name(cuda.wheels.CUBLAS, LINUX_TAG): cublas,
+        wheel_name(cuda.wheels.CUDNN, LINUX_TAG): cudnn,
+    }
 
 
 def serve_index(tmp_path, monkeypatch) -> FakeIndex:
-    """A FakeIndex that cuda_runtime asks, with its install folder and wheel cache under
+    """A FakeIndex that the cuda package asks, with its install folder and wheel cache under
     tmp_path and a CTranslate2 that uses cuDNN (the caller stops the index)."""
     if not sys.platform.startswith("linux"):
         pytest.skip("the fake wheels are Linux ones")
     for var in ("S2S_DATA_DIR", "S2S_CACHE_DIR"):
         monkeypatch.setenv(var, str(tmp_path / var.lower()))
     fake = FakeIndex()
-    monkeypatch.setenv(cr.INDEX_ENV, fake.url)
-    monkeypatch.setattr(cr, "ctranslate2_version", lambda: "4.6.0")
+    monkeypatch.setenv(cuda.wheels.INDEX_ENV, fake.url)
+    monkeypatch.setattr(cuda.wheels, "ctranslate2_version", lambda: "4.6.0")
     return fake
 
 
 def installed_files() -> set[str]:
-    root = cr.install_dir()
+    root = cuda.store.install_dir()
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}

@@ -76,18 +76,18 @@ def model_folder(ref: str) -> Path:
 def use_downloaded_cuda() -> None:
     """Load the CUDA libraries `s2s-desktop cuda install` downloaded, before CTranslate2
     looks for cuBLAS/cuDNN (it does so on first use, by name)."""
-    from ... import cuda_runtime
+    from ...cuda import activate, store
 
-    if cuda_runtime.is_installed():
-        cuda_runtime.activate()  # a reason is logged; CTranslate2 then reports what is missing
+    if store.is_installed():
+        activate.activate()  # a reason is logged; CTranslate2 then reports what is missing
 
 
 def cuda_hint(error: str) -> str:
     """Advice for a missing cuBLAS/cuDNN when the downloadable copy is not installed."""
-    from ... import cuda_runtime
+    from ...cuda import store
 
     missing = any(k in error.lower() for k in ("cublas", "cudnn"))
-    if missing and not cuda_runtime.is_installed():
+    if missing and not store.is_installed():
         return "run `s2s-desktop cuda install` to download NVIDIA's CUDA libraries, or "
     return ""
 

@@ -10,9 +10,10 @@ import json
 import sys
 import threading
 
-from . import cuda_runtime as cr
-from .models.download import human_size
-from .models.models_cli import ProgressLine, percent
+from ..cuda import install, store, wheels
+from ..cuda.install import CudaProgress, Plan
+from ..models.download import human_size
+from .progress import ProgressLine, percent
 
 
 def add_cuda_parser(subparsers) -> argparse.ArgumentParser:
@@ -39,18 +40,18 @@ def add_cuda_parser(subparsers) -> argparse.ArgumentParser:
 class _Progress(ProgressLine):
     """Per wheel: its download, then its unpacking."""
 
-    def line(self, p: cr.CudaProgress) -> str:
+    def line(self, p: CudaProgress) -> str:
         speed = f" {human_size(p.speed_bps)}/s" if p.step == "download" else ""
         return (
             f"[{p.index}/{p.count}] {p.step:8} {percent(p.fraction)} {human_size(p.done)} / "
             f"{human_size(p.total)}{speed}  {p.name}"
         )
 
-    def step(self, p: cr.CudaProgress):
+    def step(self, p: CudaProgress):
         return (p.index, p.step, int(10 * p.fraction) if p.fraction is not None else 0)
 
 
-def _print_plan(plan: cr.Plan) -> None:
+def _print_plan(plan: Plan) -> None:
     ct2 = f", ctranslate2 {plan.ctranslate2}" if plan.ctranslate2 else ""
     print(f"CUDA libraries for faster-whisper on an NVIDIA GPU ({plan.platform}{ct2}):")
     for w in plan.wheels:
@@ -58,14 +59,14 @@ def _print_plan(plan: cr.Plan) -> None:
             f"  {w.package.name} {w.package.version:12} {human_size(w.size):>9}  {w.package.what}"
         )
     print(
-        f"download {human_size(plan.download_bytes)} from {cr.host_of(plan.index)}; about "
+        f"download {human_size(plan.download_bytes)} from {wheels.host_of(plan.index)}; about "
         f"{human_size(plan.disk_bytes)} on disk in {plan.folder} "
         f"({human_size(plan.free_bytes)} free)"
     )
 
 
 def _install(args) -> int:
-    plan = cr.plan(with_cudnn=True if args.with_cudnn else None)
+    plan = install.plan(with_cudnn=True if args.with_cudnn else None)
     if args.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:
@@ -85,7 +86,7 @@ def _install(args) -> int:
             return 1
     bar, cancel = _Progress(), threading.Event()
     try:
-        st = cr.install(progress=bar, cancel=cancel, from_plan=plan)
+        st = install.install(progress=bar, cancel=cancel, from_plan=plan)
     except KeyboardInterrupt:
         cancel.set()
         bar.end()
@@ -112,8 +113,8 @@ def _gpu_count() -> int | None:
 
 
 def _status(args) -> int:
-    st = cr.status()
-    ct2, gpus = cr.ctranslate2_version(), _gpu_count()
+    st = store.status()
+    ct2, gpus = wheels.ctranslate2_version(), _gpu_count()
     if args.json:
         print(json.dumps({**st.to_json(), "ctranslate2": ct2, "cuda_devices": gpus}, indent=2))
         return 0
@@ -134,8 +135,8 @@ def _status(args) -> int:
 
 
 def _remove(args) -> int:
-    st = cr.status()
-    freed = cr.remove()
+    st = store.status()
+    freed = store.remove()
     if st.installed or st.problem or freed:
         print(f"removed {st.folder} ({human_size(freed)} freed)")
     else:
