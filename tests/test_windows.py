@@ -232,13 +232,13 @@ def test_alsa_messages_go_to_the_log_not_the_terminal(tmp_path):
 
 
 def test_the_cuda_install_button_is_off_without_an_nvidia_gpu(qtbot, tmp_path, monkeypatch):
-    from s2s_desktop import cuda_runtime as cr
+    from s2s_desktop import cuda
     from s2s_desktop.ui.cuda_libraries import CudaLibrariesBox
 
     monkeypatch.setenv("S2S_CACHE_DIR", str(tmp_path / "cache"))
     try:
-        cr.platform_key()
-    except cr.CudaUnsupported:
+        cuda.wheels.platform_key()
+    except cuda.CudaUnsupported:
         pytest.skip("CUDA libraries are not offered on this platform")
     box = CudaLibrariesBox(gpu_count=0)
     qtbot.addWidget(box)
