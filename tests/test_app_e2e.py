@@ -56,11 +56,11 @@ class MonitorRecorder:
     """parec on spk.monitor, read in a thread; every chunk is stamped with the monotonic time
     it arrived, so a sample's time is known to about one chunk (20 ms)."""
 
-    def __init__(self, env: dict):
+    def __init__(self, env: dict, device: str = "spk.monitor"):
         self.proc = subprocess.Popen(
             [
                 "parec",
-                "--device=spk.monitor",
+                f"--device={device}",
                 "--raw",
                 f"--rate={RATE}",
                 "--channels=1",
