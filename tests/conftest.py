@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.helpers.ci_gate"]  # required/optional markers, the CI summary
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication exists
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a hub
 

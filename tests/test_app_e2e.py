@@ -26,7 +26,7 @@ import pytest
 from tests.conftest import listen, starter_available
 from tests.helpers.desktop_env import missing, pulseaudio, xvfb
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.required(platforms=("linux",))]
 
 RATE = 16000
 COMBO = "ctrl+alt+space"

@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 
 from tests.conftest import listen
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.required()]
 
 
 def run_cli(*args, timeout=300):

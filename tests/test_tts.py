@@ -189,6 +189,7 @@ def test_piper_speed_shortens_speech(piper):
 
 
 @needs_piper
+@pytest.mark.required("piper", "faster_whisper")
 def test_whisper_understands_piper(piper):
     faster_whisper = pytest.importorskip("faster_whisper")
     soxr = pytest.importorskip("soxr")
