@@ -115,6 +115,14 @@ def starter_stt_model():
     return WhisperModel(str(path), device="cpu", compute_type="int8", cpu_threads=2)
 
 
+def same_words(said: str, heard: str, at_least: float = 0.7) -> bool:
+    """Whether Whisper `heard` what was `said`, letter by letter: tiny.en hears piper's "Le
+    Grand Paris" as "the grand peris", so a single word is too brittle a check."""
+    import difflib
+
+    return difflib.SequenceMatcher(None, said.lower(), heard.lower()).ratio() > at_least
+
+
 def listen(model, pcm, sample_rate: int) -> str:
     """What Whisper hears in `pcm` (any rate)."""
     from s2s_desktop.audio.files import to_mono_16k

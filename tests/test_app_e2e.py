@@ -3,17 +3,15 @@ private PulseAudio server whose null sinks stand in for the microphone and the s
 
 xdotool holds the real hotkey, paplay speaks an espeak question into the virtual microphone,
 the key goes up, and what the app plays into the speaker sink is recorded from its monitor;
-Whisper must hear "Paris" in it. Then a press while the reply plays (barge-in) must silence it
+the reply must name Paris and what Whisper hears played must be that reply. Then a press while the reply plays (barge-in) must silence it
 within 200 ms. Release-to-first-audio through the whole loop is measured and printed.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -23,13 +21,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import listen, starter_available
+from tests.conftest import listen, same_words, starter_available
 from tests.helpers.desktop_env import missing, pulseaudio, xvfb
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.required(platforms=("linux",))]
 
 RATE = 16000
 COMBO = "ctrl+alt+space"
+# release-to-first-audio here was 1.6-5.8 s on 2 loaded cores (docs/performance.md); past this
+# the loop is broken (a stall, a reload, audio stuck in a buffer), not slow
+LOOP_BOUND_MS = 15000
 LOUD = 0.01  # |sample| above this is sound (the null sink's monitor is exact zeros otherwise)
 
 
@@ -284,10 +285,13 @@ def test_a_spoken_question_is_answered_aloud(rig, speech, starter_stt_model):
     first = onset(times, pcm)
     assert first is not None, "the app played nothing into the speaker"
     heard = listen(starter_stt_model, pcm[times >= first - 0.05], RATE)
-    # tiny.en hears piper's "Le Grand Paris" as "grand peris": Paris, or a word one sound off
-    words = re.findall(r"[a-z]+", heard.lower())
-    assert "capital" in words, heard
-    assert difflib.get_close_matches("paris", words, n=1, cutoff=0.75), heard
+    history = Path(env["S2S_DATA_DIR"]) / "history.jsonl"
+    saved = [json.loads(line) for line in history.read_text().splitlines()]
+    assert "capital" in saved[-1]["user"].lower() and "france" in saved[-1]["user"].lower()
+    reply = saved[-1]["assistant"]
+    assert "paris" in reply.lower(), reply
+    # what was played is the reply (as tests/test_e2e_starter.py checks the CLI's)
+    assert same_words(reply, heard), (reply, heard)
 
     turn = done["turn"]
     loop_ms = (first - released) * 1000
@@ -299,11 +303,7 @@ def test_a_spoken_question_is_answered_aloud(rig, speech, starter_stt_model):
         f"xdotool keyup ({app_ms:.0f} ms from the key-up the app saw; first chunk handed to "
         f"PortAudio at {handed_ms:.0f} ms; pipeline timings {turn.get('timings_ms')})"
     )
-    assert 0 < loop_ms < 60000  # a bound, not a target: the figure is printed
-
-    history = Path(env["S2S_DATA_DIR"]) / "history.jsonl"
-    saved = [json.loads(line) for line in history.read_text().splitlines()]
-    assert "capital" in saved[-1]["user"].lower() and "france" in saved[-1]["user"].lower()
+    assert 0 < loop_ms < LOOP_BOUND_MS  # a bound, not a target: the figure is printed
     # what was said stays out of the logs (without -v)
     logs = [p.read_text(errors="replace") for p in Path(env["S2S_LOG_DIR"]).glob("*.log*")]
     logs.append((app.root / "app.log").read_text(errors="replace"))
