@@ -1,5 +1,6 @@
-"""Print a built bundle's installed size against its goal (the issue's: macOS MLX 400 MB,
-Windows CPU 700 MB); over the goal, a GitHub Actions warning, or exit 1 with --strict.
+"""Check a built bundle's installed size against its goal (the issue's: macOS MLX 400 MB,
+Windows CPU 700 MB): prints the figure, and over the goal prints a GitHub Actions error and
+exits 1, so the release job fails rather than shipping an installer over its goal.
 
     python packaging/check_size.py "dist/S2S Desktop.app" --goal-mb 400
 """
@@ -20,7 +21,6 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("folder", type=Path)
     p.add_argument("--goal-mb", type=float, required=True, help="goal in MB (10^6 bytes)")
-    p.add_argument("--strict", action="store_true", help="exit 1 when over the goal")
     args = p.parse_args(argv)
     if not args.folder.is_dir():
         print(f"error: {args.folder} is not a built bundle folder", file=sys.stderr)
@@ -33,8 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     if size <= args.goal_mb * 1e6:
         print(line + ": met")
         return 0
-    print(f"::warning title=bundle size::{line}: over by {size / 1e6 - args.goal_mb:.0f} MB")
-    return 1 if args.strict else 0
+    over = size / 1e6 - args.goal_mb
+    print(f"::error title=bundle size::{line}: over by {over:.0f} MB (docs/packaging.md says "
+          "what each part weighs and what was left out)")
+    return 1
 
 
 if __name__ == "__main__":

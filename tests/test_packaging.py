@@ -271,49 +271,52 @@ def test_macos_plist_keeps_the_app_in_the_menu_bar_and_explains_the_microphone()
     assert "com.apple.security.cs.disable-library-validation" not in ent
 
 
-def test_dmg_script_signs_only_when_credentials_are_given():
-    script = (PACKAGING / "macos" / "build_dmg.sh").read_text()
-    assert "MACOS_SIGN_IDENTITY" in script and "notarytool submit" in script
-    assert "stapler staple" in script and "hdiutil create" in script
-    assert "if [[ -z $IDENTITY ]]; then" in script  # the unsigned path exits before signing
-    subprocess.run(["bash", "-n", str(PACKAGING / "macos" / "build_dmg.sh")], check=True)
-    subprocess.run(["bash", "-n", str(PACKAGING / "build.sh")], check=True)
+def test_build_scripts_parse():
+    for script in (PACKAGING / "macos" / "build_dmg.sh", PACKAGING / "build.sh"):
+        subprocess.run(["bash", "-n", str(script)], check=True)
 
 
-def _iss() -> str:
-    return (PACKAGING / "windows" / "s2s-desktop.iss").read_text()
+def _iss(**defines: str):
+    from tests.helpers.inno_setup import parse
 
-
-def _iss_setting(text: str, key: str) -> str:
-    match = re.search(rf"^{key}=(.*)$", text, re.M)
-    assert match, f"{key} is not set"
-    return match.group(1).strip()
+    return parse((PACKAGING / "windows" / "s2s-desktop.iss").read_text(), defines)
 
 
 def test_windows_installer_is_per_user_with_start_menu_and_optional_login_start():
-    iss = _iss()
-    assert _iss_setting(iss, "PrivilegesRequired") == "lowest"
-    assert _iss_setting(iss, "DefaultDirName").startswith("{localappdata}")
-    assert _iss_setting(iss, "OutputBaseFilename") == "s2s-desktop-setup"
-    assert re.search(r'^Name: "\{autoprograms\}\\\{#AppName\}"', iss, re.M)
-    task = re.search(r'^Name: "startatlogin";.*$', iss, re.M).group(0)
-    assert "Flags: unchecked" in task  # off unless the user asks
-    assert re.search(r'^Name: "\{userstartup\}.*Tasks: startatlogin$', iss, re.M)
+    iss = _iss(AppVersion="1.2.3")
+    assert iss.setup["PrivilegesRequired"] == "lowest"  # no administrator prompt
+    assert iss.setup["DefaultDirName"] == r"{localappdata}\Programs\S2S Desktop"
+    assert iss.setup["OutputBaseFilename"] == "s2s-desktop-setup"
+    assert iss.setup["AppVersion"] == "1.2.3"
+    app = r"{app}\s2s-desktop.exe"
+    assert iss.entries("Icons", Name=r"{autoprograms}\S2S Desktop", Filename=app)
+    (task,) = iss.entries("Tasks", Name="startatlogin")
+    assert task["Flags"] == "unchecked"  # off unless the user asks
+    (login,) = iss.entries("Icons", Tasks="startatlogin")
+    assert login["Name"] == r"{userstartup}\S2S Desktop" and login["Filename"] == app
+    sources = [e["Source"] for e in iss.entries("Files")]
+    assert sources[-1] == r"..\..\dist\s2s-desktop\*"  # the whole PyInstaller folder
 
 
-def test_windows_uninstaller_keeps_models_unless_the_box_is_ticked():
-    iss = _iss()
-    assert "Box.Checked := False;" in iss and "DeleteModels := False;" in iss
-    step = iss.split("if CurUninstallStep = usUninstall then", 1)[1]
+def test_windows_uninstaller_keeps_models_unless_the_box_is_ticked(starter_spec):
+    code = _iss().code
+    assert "Box.Checked := False;" in code and "DeleteModels := False;" in code
+    step = code.split("if CurUninstallStep = usUninstall then", 1)[1]
     assert step.index("'quit'") < step.index("if DeleteModels then")  # quit the app first
     # the list the uninstaller reads is where the spec puts it (PyInstaller's _internal/)
-    assert r"{app}\_internal\packaging\downloadable-models.txt" in iss
-    assert '(str(ids_file), "packaging")' in (PACKAGING / "s2s_desktop.spec").read_text()
+    assert r"{app}\_internal\packaging\downloadable-models.txt" in code
+    calls, work = starter_spec
+    ((_, analysis),) = calls["Analysis"]
+    assert (str(work / "downloadable-models.txt"), "packaging") in analysis["datas"]
 
 
 def test_windows_signing_happens_only_when_asked():
-    iss = _iss()
-    assert re.search(r"#ifdef Sign\nSignTool=s2ssign\nSignedUninstaller=yes\n#endif", iss)
+    unsigned, signed = _iss(), _iss(Sign="")
+    assert "SignTool" not in unsigned.setup and "SignedUninstaller" not in unsigned.setup
+    assert signed.setup["SignTool"] == "s2ssign" and signed.setup["SignedUninstaller"] == "yes"
+    exes = [e for e in signed.entries("Files") if e["Source"].endswith(".exe")]
+    assert len(exes) == 2 and all(e["Flags"].split()[-1] == "sign" for e in exes)
+    assert not any("sign" in e["Flags"].split() for e in unsigned.entries("Files"))
 
 
 # ---------------------------------------------------------------- first-run help
@@ -496,11 +499,121 @@ def test_mlx_flavour_bundle_runs_whisper_and_the_llm_on_mlx(tmp_path_factory, re
     assert smoke_test.main(argv + [a for kv in mlx_run for a in ("--set", kv)]) == 0
 
 
-def test_size_check_says_whether_a_bundle_meets_its_goal(tmp_path, capsys):
-    (tmp_path / "app").mkdir()
-    (tmp_path / "app" / "lib.so").write_bytes(b"\0" * 3_000_000)
-    assert check_size.main([str(tmp_path / "app"), "--goal-mb", "4"]) == 0
-    assert "app: 3 MB (3 MiB) installed, goal 4 MB: met" in capsys.readouterr().out
-    assert check_size.main([str(tmp_path / "app"), "--goal-mb", "2", "--strict"]) == 1
-    assert "::warning title=bundle size::app: 3 MB" in capsys.readouterr().out
-    assert check_size.main([str(tmp_path / "missing"), "--goal-mb", "2"]) == 2
+def test_size_check_fails_a_bundle_over_its_goal(tmp_path):
+    app = tmp_path / "app"
+    (app / "lib").mkdir(parents=True)
+    (app / "lib" / "core.so").write_bytes(b"\0" * 2_500_000)
+    (app / "data.bin").write_bytes(b"\0" * 500_000)
+    try:
+        (app / "link.so").symlink_to(app / "lib" / "core.so")  # written once by the installer
+    except OSError:
+        pass  # Windows without the symlink privilege
+
+    def run(*args):  # as release.yml runs it: a process whose exit status fails the job
+        script = PACKAGING / "check_size.py"
+        return subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                              text=True, timeout=60)
+
+    met = run(str(app), "--goal-mb", "3")
+    assert met.returncode == 0 and "app: 3 MB (3 MiB) installed, goal 3 MB: met" in met.stdout
+    over = run(str(app), "--goal-mb", "2")
+    assert over.returncode == 1, over.stdout
+    assert over.stdout.startswith("::error title=bundle size::app: 3 MB (3 MiB) installed")
+    assert "over by 1 MB" in over.stdout
+    missing = run(str(tmp_path / "missing"), "--goal-mb", "2")
+    assert missing.returncode == 2 and "not a built bundle folder" in missing.stderr
+
+
+# ---------------------------------------------------------------- the .dmg script, run
+
+
+STUB = """#!/usr/bin/env bash
+echo "$(basename "$0") $*" >> "$CALLS"
+case "$(basename "$0") $1 $2" in
+  "uname -s "*) echo Darwin ;;
+  "uname -m "*) echo arm64 ;;
+  "security find-identity"*) echo '  1) ABC "Developer ID Application: Test (TEAM)"' ;;
+  "xcrun notarytool submit"*) echo "{\\"id\\": \\"sub-1\\", \\"status\\": \\"$NOTARY_STATUS\\"}" ;;
+  "hdiutil create"*) touch "${@: -1}" ;;
+esac
+"""
+FAKE_BUILD = """#!/usr/bin/env bash
+echo "build.sh $* S2S_FLAVOUR=$S2S_FLAVOUR MACOS_SIGN_IDENTITY=$MACOS_SIGN_IDENTITY" >> "$CALLS"
+mkdir -p "dist/S2S Desktop.app/Contents"
+"""
+MAC_TOOLS = ("uname", "security", "codesign", "hdiutil", "xcrun", "spctl", "PlistBuddy", "du")
+
+
+def run_dmg_script(tmp_path: Path, **environ: str) -> tuple[subprocess.CompletedProcess, list]:
+    """build_dmg.sh in a copy of the tree with macOS's tools (and the PyInstaller build)
+    replaced by stand-ins that record their command lines."""
+    if sys.platform == "win32":
+        pytest.skip("runs the bash script with POSIX stand-ins")
+    tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
+    (tree / "packaging" / "macos").mkdir(parents=True)
+    bin_dir.mkdir()
+    script = (PACKAGING / "macos" / "build_dmg.sh").read_text()
+    # the one absolute path in the script (macOS's plist tool) points at its stand-in
+    script = script.replace("/usr/libexec/PlistBuddy", str(bin_dir / "PlistBuddy"))
+    (tree / "packaging" / "macos" / "build_dmg.sh").write_text(script)
+    (tree / "packaging" / "build.sh").write_text(FAKE_BUILD)
+    for tool in MAC_TOOLS:
+        (bin_dir / tool).write_text(STUB)
+        (bin_dir / tool).chmod(0o755)
+    calls = tmp_path / "calls.txt"
+    calls.touch()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MACOS_", "APPLE_"))}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", CALLS=str(calls),
+               PYTHON=sys.executable, PYTHONPATH=str(ROOT), NOTARY_STATUS="Accepted")
+    env.update(environ)
+    proc = subprocess.run(["bash", "packaging/macos/build_dmg.sh"], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=60)
+    return proc, calls.read_text().splitlines()
+
+
+def test_dmg_script_without_an_identity_builds_an_unsigned_dmg(tmp_path):
+    from s2s_desktop import __version__
+
+    proc, calls = run_dmg_script(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    dmg = f"dist/s2s-desktop-{__version__}-macos-arm64-mlx.dmg"
+    assert "build.sh mlx S2S_FLAVOUR=mlx MACOS_SIGN_IDENTITY=" in calls
+    assert any(c.startswith("hdiutil create -volname S2S Desktop") and c.endswith(dmg)
+               for c in calls)
+    assert f"built unsigned {dmg}" in proc.stdout
+    assert not any(c.startswith(("codesign --force", "xcrun notarytool")) for c in calls)
+
+
+def test_dmg_script_signs_notarises_and_staples_with_credentials(tmp_path):
+    identity = "Developer ID Application: Test (TEAM)"
+    proc, calls = run_dmg_script(tmp_path, MACOS_SIGN_IDENTITY=identity, APPLE_ID="a@b.c",
+                                 APPLE_TEAM_ID="TEAM", APPLE_APP_PASSWORD="pw")
+    assert proc.returncode == 0, proc.stderr
+    steps = [c.split(" ", 2)[:2] for c in calls]
+    order = [["codesign", "--force"], ["xcrun", "notarytool"], ["xcrun", "stapler"],
+             ["spctl", "--assess"]]
+    assert all(s in steps for s in order), calls
+    assert [steps.index(s) for s in order] == sorted(steps.index(s) for s in order), calls
+    submit = next(c for c in calls if c.startswith("xcrun notarytool submit"))
+    assert "--apple-id a@b.c --team-id TEAM --password pw" in submit
+    assert "built signed, notarised and stapled" in proc.stdout
+
+
+def test_dmg_script_signed_without_notary_credentials_says_so(tmp_path):
+    identity = "Developer ID Application: Test (TEAM)"
+    proc, calls = run_dmg_script(tmp_path, MACOS_SIGN_IDENTITY=identity)
+    assert proc.returncode == 0, proc.stderr
+    assert any(c.startswith("codesign --force --sign") for c in calls)
+    assert not any(c.startswith("xcrun notarytool") for c in calls)
+    assert "not notarised: set APPLE_NOTARY_PROFILE" in proc.stdout
+
+
+def test_dmg_script_stops_on_a_missing_identity_or_a_rejected_notarisation(tmp_path):
+    proc, calls = run_dmg_script(tmp_path / "a", MACOS_SIGN_IDENTITY="Someone Else (X)")
+    assert proc.returncode == 2 and "is not in the keychain" in proc.stderr
+    assert not any(c.startswith("build.sh") for c in calls)  # before an hour of building
+    proc, calls = run_dmg_script(tmp_path / "b", MACOS_SIGN_IDENTITY="Test (TEAM)",
+                                 APPLE_NOTARY_PROFILE="ci", NOTARY_STATUS="Invalid")
+    assert proc.returncode == 1 and "notarisation sub-1 ended Invalid" in proc.stderr
+    assert any(c.startswith("xcrun notarytool log sub-1 --keychain-profile ci") for c in calls)
+    assert not any(c.startswith("xcrun stapler") for c in calls)
