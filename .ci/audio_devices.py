@@ -1,0 +1,60 @@
+"""The audio device layer on the real PortAudio of this machine (CI's Windows job): lists the
+host APIs (and fails when one of `--need` is missing), then opens the default microphone
+through the app's own Microphone: it must open, or refuse with the app's clear message (a
+hosted runner has no sound card). `s2s-desktop devices --json` must say the same. The result
+goes to the job summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--need", action="append", default=[], help="a host API that must be there")
+    args = p.parse_args()
+    import sounddevice as sd
+
+    from s2s_desktop.audio.microphone import Microphone
+    from s2s_desktop.errors import AudioDeviceError
+
+    apis = [api["name"] for api in sd.query_hostapis()]
+    lines = [f"PortAudio: {sd.get_portaudio_version()[1]}", f"host APIs: {', '.join(apis)}"]
+    missing = [name for name in args.need if name not in apis]
+    mic = Microphone()
+    try:
+        mic.open()
+        lines.append(f"microphone opened: {mic.label} at {mic.rate} Hz")
+    except AudioDeviceError as exc:
+        lines.append(f"no microphone, refused clearly: {exc}")
+    finally:
+        mic.close()
+    proc = subprocess.run([sys.executable, "-m", "s2s_desktop", "devices", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    report = json.loads(proc.stdout) if proc.returncode == 0 else {}
+    audio, why = report.get("audio"), report.get("audio_error", "")
+    lines.append(f"`s2s-desktop devices --json`: {len(audio or [])} audio device(s)"
+                 + (f", and why none: {why}" if why else ""))
+    problems = []
+    if missing:
+        problems.append(f"host API(s) missing: {', '.join(missing)}")
+    if proc.returncode != 0 or audio is None:
+        problems.append(f"`devices --json` failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    elif not audio and not why:
+        problems.append("`devices --json` lists no audio device and says nothing about why")
+    lines += [f"FAILED: {p}" for p in problems]
+    print("\n".join(lines))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write("### Audio devices (real PortAudio)\n\n" + "\n".join(f"- {x}" for x in lines)
+                    + "\n\n")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
