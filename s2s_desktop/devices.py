@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .engines import registry
 from .errors import (
     BackendUnavailable,
     DeviceUnavailable,
@@ -32,46 +33,6 @@ from .errors import (
 log = logging.getLogger(__name__)
 
 STAGES = ("vad", "stt", "llm", "tts")
-
-# Device kinds each backend can run on, in order of preference. Backends missing here run on
-# nothing local (remote APIs, the pass-through VAD): they accept any request and report "cpu".
-BACKEND_DEVICES: dict[str, dict[str, tuple[str, ...]]] = {
-    "vad": {"silero-onnx": ("cpu",), "silero": ("cpu",)},
-    "stt": {
-        "faster-whisper": ("cuda", "cpu"),
-        "transformers": ("cuda", "mps", "cpu"),
-        "mlx-whisper": ("mlx",),
-        "parakeet-mlx": ("mlx",),
-    },
-    "llm": {
-        "llama-cpp": ("cuda", "mps", "cpu"),  # "mps" = llama.cpp's Metal offload
-        "transformers": ("cuda", "mps", "cpu"),
-        "mlx-lm": ("mlx",),
-    },
-    "tts": {
-        "piper": ("cuda", "cpu"),
-        "vits": ("cuda", "mps", "cpu"),
-        "kokoro": ("cuda", "mps", "cpu"),
-        "mlx-audio": ("mlx",),
-        "qwen3-tts": ("cuda", "cpu"),
-    },
-}
-DEVICELESS = {"vad": ("none",), "stt": ("openai",), "llm": ("openai",), "tts": ()}
-# What to pick instead when a backend cannot run on the requested device.
-ALTERNATIVES = {
-    ("stt", "mlx"): "mlx-whisper",
-    ("llm", "mlx"): "mlx-lm",
-    ("tts", "mlx"): "mlx-audio",
-    ("stt", "cpu"): "faster-whisper",
-    ("llm", "cpu"): "llama-cpp",
-    ("tts", "cpu"): "piper",
-    ("stt", "cuda"): "faster-whisper",
-    ("llm", "cuda"): "llama-cpp",
-    ("tts", "cuda"): "kokoro",
-    ("stt", "mps"): "transformers",
-    ("llm", "mps"): "llama-cpp",
-    ("tts", "mps"): "kokoro",
-}
 
 
 @dataclass(frozen=True)
@@ -205,7 +166,7 @@ def _auto(stage: str, backend: str, supported: tuple[str, ...], plat: Platform) 
         return "cpu"
     if "mlx" in supported and plat.has_mlx:  # MLX's own CPU backend off Apple Silicon
         return "mlx"
-    alt = ALTERNATIVES.get((stage, "cpu"), "another backend")
+    alt = registry.alternative(stage, "cpu") or "another backend"
     raise DeviceUnavailable(
         f"{stage}: backend '{backend}' needs a Mac with Apple Silicon (MLX); "
         f"choose {alt} for this machine"
@@ -226,16 +187,14 @@ def resolve_device(stage: str, settings, platform: Platform | None = None) -> st
     else:
         requested, where = settings.device or "auto", "device"
     kind, index = _parse(requested, where)
-    if backend in DEVICELESS.get(stage, ()):
+    supported = registry.engine_class(stage, backend).devices  # SettingsError if unknown
+    if not supported:
         return "cpu"  # remote API or nothing to run: any request is fine
-    supported = BACKEND_DEVICES.get(stage, {}).get(backend)
-    if supported is None:
-        raise SettingsError(f"{stage}.backend: unknown backend '{backend}'")
     if kind == "auto":
         return _auto(stage, backend, supported, plat)
     _refuse_unavailable(kind, index, plat, where)
     if kind not in supported:
-        alt = ALTERNATIVES.get((stage, kind))
+        alt = registry.alternative(stage, kind)
         hint = f"choose the {alt} backend" if alt and alt != backend else "choose another device"
         can = ", ".join(supported)
         raise DeviceUnavailable(

@@ -7,15 +7,18 @@ one tiny request so the first real press is not slow. Engines never import Qt.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import BackendUnavailable
+from ..errors import BackendUnavailable, DeviceUnavailable
 
 SAMPLE_RATE = 16000  # every engine receives 16 kHz mono float32 audio
 
@@ -28,13 +31,93 @@ def require(module: str, backend: str, package: str | None = None, extra: str | 
         raise BackendUnavailable(backend, package or module, extra) from exc
 
 
+class ModelOnDisk:
+    """A model file or folder as `Engine.recognises` sees it: the file names in it and its
+    config.json (read once)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.is_file = self.path.is_file()
+        folder = self.path.is_dir()
+        self.names = {p.name for p in self.path.iterdir() if p.is_file()} if folder else set()
+
+    def has_suffix(self, suffix: str) -> bool:
+        """The file has this suffix, or the folder holds a file with it."""
+        if self.is_file:
+            return self.path.suffix == suffix
+        return any(n.endswith(suffix) for n in self.names)
+
+    def onnx_files(self) -> list[str]:
+        """The .onnx file itself, or the .onnx files in the folder."""
+        if self.is_file:
+            return [self.path.name] if self.path.suffix == ".onnx" else []
+        return [n for n in self.names if n.endswith(".onnx")]
+
+    def has_sidecar(self, name: str) -> bool:
+        """`name` has its `name.json` beside it (a Piper voice's config)."""
+        folder = self.path.parent if self.is_file else self.path
+        return (folder / f"{name}.json").is_file()
+
+    def is_transformers_folder(self) -> bool:
+        """A folder with config.json and .safetensors weights (transformers' layout)."""
+        return "config.json" in self.names and any(n.endswith(".safetensors") for n in self.names)
+
+    @functools.cached_property
+    def config(self) -> dict:
+        if "config.json" not in self.names:
+            return {}
+        try:
+            data = json.loads((self.path / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def config_says(self, word: str) -> bool:
+        """config.json names `word` as its model_type or among its architectures."""
+        archs = " ".join(str(a) for a in self.config.get("architectures") or []).lower()
+        return str(self.config.get("model_type", "")).lower() == word or word in archs
+
+
 class Engine:
+    """A backend. Its class declares what the rest of the app knows about it; the registry
+    (`registry.py`) names the class, and devices, importer and settings read it from there."""
+
     name = "engine"
+    stage = ""  # "vad", "stt", "llm" or "tts" (set by the stage's base class below)
+    # Device kinds it runs on, preferred first; () = it runs no local model (a remote API or
+    # the pass-through VAD): any device request is fine and it reports "cpu".
+    devices: tuple[str, ...] = ()
+    extra: str | None = None  # the pip extra that installs its packages (None: always there)
+    # Device kinds on which the stage suggests this backend when the chosen one cannot run there
+    suggested_on: tuple[str, ...] = ()
+    # Precisions offered in Settings (stt.compute_type, llm.dtype); () = only "auto"
+    compute_types: tuple[str, ...] = ()
+    quant_note = ""  # how it picks its quantization, shown in Settings
+    # Lower first: a layout that would also match a more specific one is tried after it
+    recognise_order = 0
+
+    @classmethod
+    def recognises(cls, model: ModelOnDisk) -> bool:
+        """The file or folder holds a model in a format this backend runs."""
+        return False
 
     def __init__(self, settings: Any, device: str = "cpu"):
+        if self.devices == ("mlx",) and device != "mlx":
+            from .registry import alternative  # the registry imports every engine module
+
+            alt = alternative(self.stage, device.partition(":")[0]) or "another backend"
+            raise DeviceUnavailable(
+                f"backend '{self.name}' runs only on mlx, not {device}: choose {alt} for this "
+                "device"
+            )
         self.settings = settings
         self.device = device
         self.loaded = False
+
+    def require(self, module: str, package: str | None = None):
+        """Import one of this backend's optional packages, or raise BackendUnavailable naming
+        its pip extra."""
+        return require(module, self.name, package, self.extra)
 
     def load(self) -> None:
         raise NotImplementedError
@@ -56,6 +139,8 @@ class SpeechSegment:
 
 
 class VADEngine(Engine):
+    stage = "vad"
+
     def speech(self, audio: np.ndarray) -> list[SpeechSegment]:
         """Speech regions of 16 kHz mono float32 audio; empty list ⇒ no speech."""
         raise NotImplementedError
@@ -68,11 +153,15 @@ class STTResult:
 
 
 class STTEngine(Engine):
+    stage = "stt"
+
     def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
         raise NotImplementedError
 
 
 class LLMEngine(Engine):
+    stage = "llm"
+
     def stream(self, messages: list[dict], stop: threading.Event) -> Iterator[str]:
         """Yield text deltas of the assistant's reply to chat `messages`
         ([{"role": "system"|"user"|"assistant", "content": str}, ...]).
@@ -81,6 +170,7 @@ class LLMEngine(Engine):
 
 
 class TTSEngine(Engine):
+    stage = "tts"
     sample_rate: int = 22050
 
     def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:

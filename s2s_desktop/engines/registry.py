@@ -1,5 +1,8 @@
-"""Backend name → engine class, imported lazily so a missing optional package only fails when
-that backend is chosen (with a message naming the extra to install)."""
+"""Backend name → engine class: the one table of backends. What a backend is (stage, devices,
+pip extra, model formats, where it is suggested) is declared on its class (see base.Engine);
+devices, the importer and the settings read it through here. Adding a backend = its file +
+one line below. Modules are imported when asked for: they import their packages only in
+`load()`, so a missing optional package fails only when that backend is chosen."""
 
 from __future__ import annotations
 
@@ -50,6 +53,34 @@ def engine_class(stage: str, backend: str):
         ) from None
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def find(stage: str, backend: str):
+    """The engine class of `backend`, or None when the stage has no such backend."""
+    return engine_class(stage, backend) if backend in BACKENDS.get(stage, {}) else None
+
+
+def engine_classes(stage: str | None = None) -> list[tuple[str, str, type]]:
+    """(stage, backend, class) of every backend (of one stage), in the table's order."""
+    stages = [stage] if stage else list(BACKENDS)
+    return [(s, name, engine_class(s, name)) for s in stages for name in BACKENDS[s]]
+
+
+def alternative(stage: str, kind: str) -> str | None:
+    """The backend the stage suggests for device kind `kind` (when the chosen one cannot run
+    there), or None."""
+    return next((n for _, n, c in engine_classes(stage) if kind in c.suggested_on), None)
+
+
+def recognise(path) -> tuple[str, str] | None:
+    """(stage, backend) of a model file or folder, from the files it holds; None if unknown."""
+    from .base import ModelOnDisk
+
+    model = ModelOnDisk(path)
+    if not model.is_file and not model.path.is_dir():
+        return None
+    ordered = sorted(engine_classes(), key=lambda e: e[2].recognise_order)  # stable: table order
+    return next(((s, n) for s, n, c in ordered if c.recognises(model)), None)
 
 
 def create(stage: str, settings, device: str):

@@ -5,7 +5,6 @@ in `models.json` (see cache.py), registered where it is or copied into the app's
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -13,50 +12,16 @@ import time
 from pathlib import Path
 
 from .. import config
+from ..engines import registry
 from ..errors import S2SError
 from . import cache, download
 from .catalog import Catalog, CatalogEntry
 
 
 def detect_model_kind(path: Path) -> tuple[str, str] | None:
-    """(stage, backend) of a model file or folder, from the files it holds; None if unknown."""
-    path = Path(path)
-    if path.is_file():
-        if path.suffix == ".gguf":
-            return "llm", "llama-cpp"
-        if path.suffix == ".onnx" and path.with_name(path.name + ".json").is_file():
-            return "tts", "piper"
-        if path.suffix == ".onnx" and "silero" in path.name.lower():
-            return "vad", "silero-onnx"
-        return None
-    if not path.is_dir():
-        return None
-    names = {p.name for p in path.iterdir() if p.is_file()}
-    if {"model.bin", "config.json"} <= names:
-        return "stt", "faster-whisper"  # CTranslate2 Whisper
-    if any(n.endswith(".gguf") for n in names):
-        return "llm", "llama-cpp"
-    if any(n.endswith(".onnx") and f"{n}.json" in names for n in names):
-        return "tts", "piper"
-    if any(n.endswith(".onnx") and "silero" in n.lower() for n in names):
-        return "vad", "silero-onnx"
-    if "config.json" in names and ({"weights.npz", "weights.safetensors"} & names):
-        return "stt", "mlx-whisper"
-    if "config.json" in names and any(n.endswith(".safetensors") for n in names):
-        try:
-            cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            cfg = {}
-        kind = str(cfg.get("model_type", "")).lower()
-        archs = " ".join(cfg.get("architectures") or []).lower()
-        if kind == "whisper" or "whisper" in archs:
-            return "stt", "transformers"
-        if kind == "vits" or "vits" in archs:
-            return "tts", "vits"
-        if "nemo" in str(cfg.get("target", "")).lower():  # a NeMo model such as Parakeet
-            return "stt", "parakeet-mlx"
-        return "llm", "transformers"
-    return None
+    """(stage, backend) of a model file or folder, from the files it holds; None if unknown.
+    Each backend's class says which layouts it runs (`recognises`)."""
+    return registry.recognise(path)
 
 
 EXPECTED_LAYOUTS = (

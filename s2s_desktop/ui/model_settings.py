@@ -40,24 +40,7 @@ STAGE_NAMES = {
     "tts": "Text to speech (TTS)",
 }
 CUSTOM = "Custom: the reference below"
-COMPUTE_TYPES = {
-    "faster-whisper": [
-        "auto",
-        "int8",
-        "int8_float16",
-        "int8_float32",
-        "float16",
-        "float32",
-        "bfloat16",
-    ],
-    "transformers": ["auto", "float16", "bfloat16", "float32"],
-}
-LLM_DTYPES = {"transformers": ["auto", "float16", "bfloat16", "float32"]}
-QUANT_NOTES = {
-    "llama-cpp": "llama.cpp runs the quantization of the GGUF file: pick a Q4/Q5/Q8 file.",
-    "mlx-lm": "MLX models carry their quantization (4bit/8bit in the model name).",
-    "openai": "The server decides.",
-}
+
 
 
 def model_label(m: ModelInfo) -> str:
@@ -291,8 +274,9 @@ class ComputeTab(QWidget):
 
     def stage_choices(self, stage: str, backend: str) -> list[tuple[str, str]]:
         default = "Default (CPU)" if stage == "vad" else "Same as above"
-        supported = devices.BACKEND_DEVICES.get(stage, {}).get(backend)
-        if supported is None:  # remote API, pass-through or unknown: nothing to pick
+        engine = registry.find(stage, backend)
+        supported = engine.devices if engine is not None else ()
+        if not supported:  # remote API, pass-through or unknown: nothing to pick
             return [("", f"{default} (this backend runs no local model)")]
         out = [("", default)]
         for value, label in self.choices:
@@ -310,13 +294,14 @@ class ComputeTab(QWidget):
             box.addItem(label, value)
         box.setCurrentIndex(max(0, box.findData(current)))  # unsupported now: back to default
         box.blockSignals(False)
+        engine = registry.find(stage, backend)
+        precisions = list(engine.compute_types) if engine is not None else []
         if stage == "stt":
-            self._refill(self.compute_type, COMPUTE_TYPES.get(backend, ["auto"]))
+            self._refill(self.compute_type, precisions or ["auto"])
         if stage == "llm":
-            self._refill(self.dtype, LLM_DTYPES.get(backend, ["auto"]))
-            note = QUANT_NOTES.get(backend, "")
-            self.quant_note.setText(note)
-            self.dtype.setEnabled(backend in LLM_DTYPES)
+            self._refill(self.dtype, precisions or ["auto"])
+            self.quant_note.setText(engine.quant_note if engine is not None else "")
+            self.dtype.setEnabled(bool(precisions))
 
     @staticmethod
     def _refill(box: QComboBox, values: list[str]) -> None:

@@ -23,6 +23,7 @@ from s2s_desktop.errors import ModelNotFound
 
 class EnergyVAD(VADEngine):
     name = "energy"
+    devices = ("cpu",)
 
     def load(self):
         self.loaded = True
@@ -41,6 +42,7 @@ class EnergyVAD(VADEngine):
 
 class FixedTextSTT(STTEngine):
     name = "fixed-text"
+    devices = ("cpu",)
 
     def load(self):
         if self.settings.model == "missing":
@@ -56,6 +58,7 @@ class FixedTextSTT(STTEngine):
 
 class WordByWordLLM(LLMEngine):
     name = "word-by-word"
+    devices = ("cpu",)
 
     def load(self):
         self.loaded = True
@@ -74,6 +77,7 @@ class WordByWordLLM(LLMEngine):
 
 class ToneTTS(TTSEngine):
     name = "tone"
+    devices = ("cpu",)
     sample_rate = 16000
 
     def load(self):
@@ -99,13 +103,11 @@ BACKENDS = {
 
 def install(monkeypatch) -> None:
     """Register these engines in the registry for one test."""
-    from s2s_desktop import devices
     from s2s_desktop.engines import registry
 
     for stage, (name, cls) in BACKENDS.items():
         monkeypatch.setitem(registry.BACKENDS[stage], name,
                             f"{cls.__module__}:{cls.__name__}")
-        monkeypatch.setitem(devices.BACKEND_DEVICES[stage], name, ("cpu",))
 
 
 def settings(reply: str = "Paris is the capital. It is lovely.", heard: str = "Hello there",

@@ -59,6 +59,14 @@ def gpu_layers(device: str) -> int:
 
 class LlamaCppLLM(LLMEngine):
     name = "llama-cpp"
+    devices = ("cuda", "mps", "cpu")  # "mps" = llama.cpp's Metal offload
+    extra = "llama"
+    suggested_on = ("cpu", "cuda", "mps")
+    quant_note = "llama.cpp runs the quantization of the GGUF file: pick a Q4/Q5/Q8 file."
+
+    @classmethod
+    def recognises(cls, model) -> bool:
+        return model.has_suffix(".gguf")
 
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)

@@ -13,10 +13,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from ...errors import DeviceUnavailable, ModelLoadError
+from ...errors import ModelLoadError
 from ...mlx_lock import locked_steps, mlx_lock
 from ...models.resolve import resolve_model
-from ..base import LLMEngine, require
+from ..base import LLMEngine
 
 log = logging.getLogger(__name__)
 
@@ -56,21 +56,20 @@ def _config_fixes(path: Path) -> dict:
 
 class MLXLMLLM(LLMEngine):
     name = BACKEND
+    devices = ("mlx",)
+    extra = "mlx"
+    suggested_on = ("mlx",)
+    quant_note = "MLX models carry their quantization (4bit/8bit in the model name)."
 
     def __init__(self, settings, device: str = "mlx"):
-        if device != "mlx":
-            raise DeviceUnavailable(
-                f"backend '{BACKEND}' runs only on mlx, not {device}: choose llama-cpp or "
-                "transformers for this device"
-            )
         super().__init__(settings, device)
         self._mlx_lm = None
         self._model = None
         self._tokenizer = None
 
     def load(self) -> None:
-        require("mlx.core", BACKEND, "mlx", "mlx")
-        self._mlx_lm = require("mlx_lm", BACKEND, "mlx-lm", "mlx")
+        self.require("mlx.core", "mlx")
+        self._mlx_lm = self.require("mlx_lm", "mlx-lm")
         sub = self.settings.model_file
         if sub.lower().endswith(".gguf"):  # left over from llama-cpp: an MLX model is a folder
             log.info("mlx-lm ignores llm.model_file=%s (a GGUF file)", sub)

@@ -30,6 +30,7 @@ WHAT = "LLM server"
 
 class OpenAILLM(LLMEngine):
     name = "openai"
+    quant_note = "The server decides."
     connect_timeout = CONNECT_TIMEOUT_S
     read_timeout = READ_TIMEOUT_S
 

@@ -86,6 +86,14 @@ def _model_source(path: Path) -> tuple[Path, str | None]:
 
 class TransformersLLM(LLMEngine):
     name = "transformers"
+    devices = ("cuda", "mps", "cpu")
+    extra = "torch"
+    compute_types = ("auto", "float16", "bfloat16", "float32")
+    recognise_order = 3  # any other config.json + .safetensors folder
+
+    @classmethod
+    def recognises(cls, model) -> bool:
+        return model.is_transformers_folder()
 
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)
@@ -96,7 +104,7 @@ class TransformersLLM(LLMEngine):
 
     def load(self) -> None:
         _torch()  # a clear message if torch is missing
-        transformers = require("transformers", BACKEND, "transformers", "torch")
+        transformers = self.require("transformers", "transformers")
         folder, gguf_file = _model_source(
             resolve_model(self.settings.model, "llm", self.settings.model_file)
         )
@@ -171,7 +179,7 @@ class TransformersLLM(LLMEngine):
         self, messages: list[dict], stop: threading.Event, max_new_tokens: int | None = None
     ) -> Iterator[str]:
         torch = _torch()
-        transformers = require("transformers", BACKEND, "transformers", "torch")
+        transformers = self.require("transformers", "transformers")
         if self.model is None:
             raise ModelLoadError("the LLM is not loaded yet")
         if stop.is_set():

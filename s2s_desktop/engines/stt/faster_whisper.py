@@ -94,6 +94,21 @@ def cuda_hint(error: str) -> str:
 
 class FasterWhisperSTT(STTEngine):
     name = "faster-whisper"
+    devices = ("cuda", "cpu")
+    suggested_on = ("cpu", "cuda")
+    compute_types = (
+        "auto",
+        "int8",
+        "int8_float16",
+        "int8_float32",
+        "float16",
+        "float32",
+        "bfloat16",
+    )
+
+    @classmethod
+    def recognises(cls, model) -> bool:
+        return {"model.bin", "config.json"} <= model.names  # CTranslate2 Whisper
 
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)

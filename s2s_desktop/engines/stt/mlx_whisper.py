@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import DeviceUnavailable, ModelLoadError
+from ...errors import ModelLoadError
 from ...mlx_lock import mlx_lock
 from ...models.resolve import resolve_model
-from ..base import SAMPLE_RATE, STTEngine, STTResult, require
+from ..base import SAMPLE_RATE, STTEngine, STTResult
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,17 @@ def _half_precision() -> bool:
 
 class MLXWhisperSTT(STTEngine):
     name = BACKEND
+    devices = ("mlx",)
+    extra = "mlx"
+    suggested_on = ("mlx",)
+    recognise_order = 1
+
+    @classmethod
+    def recognises(cls, model) -> bool:
+        weights = {"weights.npz", "weights.safetensors"} & model.names
+        return "config.json" in model.names and bool(weights)
 
     def __init__(self, settings, device: str = "mlx"):
-        if device != "mlx":
-            raise DeviceUnavailable(
-                f"backend '{BACKEND}' runs only on mlx, not {device}: choose faster-whisper "
-                "for this device"
-            )
         super().__init__(settings, device)
         self._mw = None  # the mlx_whisper.transcribe module (the package name is shadowed)
         self._model = None
@@ -64,8 +68,8 @@ class MLXWhisperSTT(STTEngine):
         self._fp16 = _half_precision()
 
     def load(self) -> None:
-        mx = require("mlx.core", BACKEND, "mlx", "mlx")
-        require("mlx_whisper", BACKEND, "mlx-whisper", "mlx")
+        mx = self.require("mlx.core", "mlx")
+        self.require("mlx_whisper", "mlx-whisper")
         self._mw = importlib.import_module("mlx_whisper.transcribe")
         from mlx_whisper.load_models import load_model
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import DeviceUnavailable, ModelLoadError, SettingsError
+from ...errors import ModelLoadError, SettingsError
 from ...mlx_lock import mlx_lock
 from ...models.resolve import resolve_model
-from ..base import SAMPLE_RATE, STTEngine, STTResult, require
+from ..base import SAMPLE_RATE, STTEngine, STTResult
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +75,16 @@ def _on_apple_gpu() -> bool:
 
 class ParakeetMLXSTT(STTEngine):
     name = BACKEND
+    devices = ("mlx",)
+    extra = "mlx"
+    recognise_order = 2
+
+    @classmethod
+    def recognises(cls, model) -> bool:  # a NeMo model such as Parakeet
+        target = str(model.config.get("target", "")).lower()
+        return model.is_transformers_folder() and "nemo" in target
 
     def __init__(self, settings, device: str = "mlx"):
-        if device != "mlx":
-            raise DeviceUnavailable(
-                f"backend '{BACKEND}' runs only on mlx, not {device}: choose faster-whisper "
-                "for this device"
-            )
         super().__init__(settings, device)
         self._model = None
         self._languages: tuple[str, ...] = ENGLISH
@@ -91,8 +94,8 @@ class ParakeetMLXSTT(STTEngine):
         self._bf16 = _on_apple_gpu()
 
     def load(self) -> None:
-        mx = require("mlx.core", BACKEND, "mlx", "mlx")
-        parakeet = require("parakeet_mlx", BACKEND, "parakeet-mlx", "mlx")
+        mx = self.require("mlx.core", "mlx")
+        parakeet = self.require("parakeet_mlx", "parakeet-mlx")
         from dacite import DaciteError
         from mlx.utils import tree_flatten, tree_unflatten
         from parakeet_mlx.utils import from_config

@@ -18,7 +18,7 @@ from ...errors import (
     UnsafeModelFormat,
 )
 from ...models.resolve import resolve_model
-from ..base import SAMPLE_RATE, STTEngine, STTResult, require
+from ..base import SAMPLE_RATE, STTEngine, STTResult
 from .faster_whisper import VERIFY_HINT, split_device, token_budget
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,15 @@ def split_windows(audio: np.ndarray, quiet_search_s: float = 5.0) -> list[np.nda
 
 class TransformersWhisperSTT(STTEngine):
     name = "transformers"
+    devices = ("cuda", "mps", "cpu")
+    extra = "torch"
+    suggested_on = ("mps",)
+    compute_types = ("auto", "float16", "bfloat16", "float32")
+    recognise_order = 2  # after MLX Whisper's config.json + weights.safetensors
+
+    @classmethod
+    def recognises(cls, model) -> bool:
+        return model.is_transformers_folder() and model.config_says("whisper")
 
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)
@@ -106,8 +115,8 @@ class TransformersWhisperSTT(STTEngine):
         return torch.float16 if device.startswith("cuda") else torch.float32
 
     def load(self) -> None:
-        torch = require("torch", self.name, "torch", extra="torch")
-        transformers = require("transformers", self.name, "transformers", extra="torch")
+        torch = self.require("torch", "torch")
+        transformers = self.require("transformers", "transformers")
         path = checkpoint_folder(self.settings.model)
         device = self._torch_device(torch)
         dtype = self._pick_dtype(torch, device)

@@ -95,6 +95,9 @@ def load_tensors(path: Path, what: str):
 
 class KokoroTTS(TTSEngine):
     name = "kokoro"
+    devices = ("cuda", "mps", "cpu")
+    extra = "kokoro"
+    suggested_on = ("cuda", "mps")
     sample_rate = SAMPLE_RATE
 
     def __init__(self, settings, device: str = "cpu"):
@@ -147,8 +150,8 @@ class KokoroTTS(TTSEngine):
         return files
 
     def load(self) -> None:
-        torch = require("torch", self.name, "torch", "kokoro")
-        kokoro = require("kokoro", self.name, "kokoro", "kokoro")
+        torch = self.require("torch", "torch")
+        kokoro = self.require("kokoro", "kokoro")
         folder = resolve_model(self.settings.model, "tts")
         config = folder / "config.json"
         if not folder.is_dir() or not config.is_file():

@@ -20,7 +20,7 @@ import numpy as np
 from ...errors import ModelLoadError, ModelNotFound, SettingsError
 from ...mlx_lock import mlx_lock
 from ...models.resolve import looks_like_repo_id, resolve_model
-from ..base import TTSEngine, require
+from ..base import TTSEngine
 from .kokoro import DEFAULT_VOICES as KOKORO_DEFAULT_VOICES
 from .kokoro import lang_code as kokoro_lang_code
 from .kokoro import require_english_g2p
@@ -77,6 +77,9 @@ def _to_numpy(mx, audio) -> np.ndarray:
 
 class MLXAudioTTS(TTSEngine):
     name = "mlx-audio"
+    devices = ("mlx",)
+    extra = "mlx"
+    suggested_on = ("mlx",)
 
     def __init__(self, settings, device: str = "mlx"):
         super().__init__(settings, device)
@@ -96,8 +99,8 @@ class MLXAudioTTS(TTSEngine):
         return resolve_model(ref, "tts")
 
     def load(self) -> None:
-        mx = require("mlx.core", self.name, "mlx", "mlx")
-        tts_utils = require("mlx_audio.tts.utils", self.name, "mlx-audio", "mlx")
+        mx = self.require("mlx.core", "mlx")
+        tts_utils = self.require("mlx_audio.tts.utils", "mlx-audio")
         folder = self.model_folder()
         try:
             config = json.loads((folder / "config.json").read_text(encoding="utf-8"))

@@ -16,13 +16,20 @@ import numpy as np
 
 from ...errors import DeviceUnavailable, ModelLoadError, ModelNotFound, SettingsError
 from ...models.resolve import resolve_model
-from ..base import TTSEngine, require
+from ..base import TTSEngine
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 
 
 class PiperTTS(TTSEngine):
     name = "piper"
+    devices = ("cuda", "cpu")
+    extra = "piper"
+    suggested_on = ("cpu",)
+
+    @classmethod
+    def recognises(cls, model) -> bool:  # a voice: .onnx with its .onnx.json
+        return any(model.has_sidecar(n) for n in model.onnx_files())
 
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)
@@ -54,7 +61,7 @@ class PiperTTS(TTSEngine):
         )
 
     def load(self) -> None:
-        require("piper", self.name, "piper-tts", "piper")
+        self.require("piper", "piper-tts")
         import onnxruntime
         from piper import PiperVoice
 

@@ -31,7 +31,7 @@ from ...errors import (
     SettingsError,
 )
 from ...models.resolve import resolve_model
-from ..base import TTSEngine, require
+from ..base import TTSEngine
 from .text_for_speech import speech_pieces
 from .vits import check_safetensors, torch_device
 
@@ -147,6 +147,8 @@ def language_name(language: str, supported: list[str]) -> str:
 
 class Qwen3TTS(TTSEngine):
     name = BACKEND
+    devices = ("cuda", "cpu")
+    extra = "torch"
     sample_rate = 24000
 
     def __init__(self, settings, device: str = "cpu"):
@@ -165,7 +167,7 @@ class Qwen3TTS(TTSEngine):
     def load(self) -> None:
         folder = resolve_model(self.settings.model, "tts")
         config = check_folder(folder)
-        torch = require("torch", BACKEND, "torch", "torch")
+        torch = self.require("torch", "torch")
         qwen_tts = import_qwen_tts()
         dev = torch_device(self.device)
         self.dtype_name = torch_dtype_name(dev)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...errors import DeviceUnavailable, ModelLoadError, SettingsError, UnsafeModelFormat
 from ...models.resolve import resolve_model
-from ..base import TTSEngine, require
+from ..base import TTSEngine
 from .text_for_speech import speech_pieces
 
 
@@ -53,6 +53,13 @@ def check_safetensors(folder: Path, what: str) -> None:
 
 class VitsTTS(TTSEngine):
     name = "vits"
+    devices = ("cuda", "mps", "cpu")
+    extra = "torch"
+    recognise_order = 2
+
+    @classmethod
+    def recognises(cls, model) -> bool:
+        return model.is_transformers_folder() and model.config_says("vits")
 
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)
@@ -63,8 +70,8 @@ class VitsTTS(TTSEngine):
         self.compiled: bool | None = None  # None: tts.compile is off
 
     def load(self) -> None:
-        torch = require("torch", self.name, "torch", "torch")
-        transformers = require("transformers", self.name, "transformers", "torch")
+        torch = self.require("torch", "torch")
+        transformers = self.require("transformers", "transformers")
         folder = resolve_model(self.settings.model, "tts")
         if not folder.is_dir() or not (folder / "config.json").is_file():
             raise ModelLoadError(

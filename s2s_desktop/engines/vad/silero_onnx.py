@@ -83,6 +83,12 @@ def onnx_model_path():
 
 class SileroOnnxVAD(VADEngine):
     name = "silero-onnx"
+    devices = ("cpu",)
+    recognise_order = 1  # after Piper: a voice is an .onnx file too
+
+    @classmethod
+    def recognises(cls, model) -> bool:
+        return any("silero" in n.lower() for n in model.onnx_files())
 
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)

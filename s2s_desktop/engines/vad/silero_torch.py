@@ -10,13 +10,15 @@ import time
 import numpy as np
 
 from ...errors import ModelLoadError
-from ..base import SAMPLE_RATE, SpeechSegment, VADEngine, require
+from ..base import SAMPLE_RATE, SpeechSegment, VADEngine
 
 log = logging.getLogger(__name__)
 
 
 class SileroTorchVAD(VADEngine):
     name = "silero"
+    devices = ("cpu",)
+    extra = "torch"
 
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)
@@ -25,9 +27,9 @@ class SileroTorchVAD(VADEngine):
         self._timestamps = None
 
     def load(self) -> None:
-        torch = require("torch", self.name, "torch", extra="torch")
+        torch = self.require("torch", "torch")
         threads = torch.get_num_threads()
-        silero_vad = require("silero_vad", self.name, "silero-vad", extra="torch")
+        silero_vad = self.require("silero_vad", "silero-vad")
         # silero_vad sets torch to one thread on import; that would slow every other torch
         # stage in this process, so give the process its thread count back.
         torch.set_num_threads(threads)
