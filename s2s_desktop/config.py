@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 APP_NAME = "s2s-desktop"
 DEVICES = ("auto", "cpu", "cuda", "mps", "mlx")
+LIVE = "applies_live"  # field metadata: the next turn reads it, no model reloads for it
+
+
+def applies_live(default: Any) -> Any:
+    """A setting that applies to the next turn without reloading its stage's model."""
+    return field(default=default, metadata={LIVE: True})
 
 
 def default_hotkey() -> str:
@@ -58,10 +64,10 @@ class HotkeySettings:
 @dataclass
 class VADSettings:
     backend: str = "silero-onnx"  # silero-onnx (torch-free) | silero (torch) | none
-    threshold: float = 0.5
-    min_speech_ms: int = 150
-    min_silence_ms: int = 300
-    pad_ms: int = 150  # kept around each speech region
+    threshold: float = applies_live(0.5)
+    min_speech_ms: int = applies_live(150)
+    min_silence_ms: int = applies_live(300)
+    pad_ms: int = applies_live(150)  # kept around each speech region
     device: str = ""
 
 
@@ -69,14 +75,14 @@ class VADSettings:
 class STTSettings:
     backend: str = "faster-whisper"  # faster-whisper|transformers|mlx-whisper|parakeet-mlx|openai
     model: str = "Systran/faster-whisper-small"
-    language: str = ""  # "" = detect
+    language: str = applies_live("")  # "" = detect
     device: str = ""  # "" = use the global device
     compute_type: str = "auto"
     beam_size: int = 1
-    live: bool = True  # transcribe the growing recording while the key is held
+    live: bool = applies_live(True)  # transcribe the growing recording while the key is held
     # encode short clips in a window their own size (at least 10 s), not Whisper's padded 30 s:
     # ~3x faster on CPU, and fewer word errors on spoken questions (docs/performance.md)
-    short_window: bool = True
+    short_window: bool = applies_live(True)
     base_url: str = ""  # openai backend
     api_key: str = ""  # openai backend, this launch only: kept in the OS keychain
 
@@ -87,19 +93,19 @@ class LLMSettings:
     model: str = "bartowski/Qwen2.5-1.5B-Instruct-GGUF"
     model_file: str = "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf"  # file inside a repo/folder, if several
     device: str = ""
-    system_prompt: str = (
+    system_prompt: str = applies_live(
         "You are a helpful voice assistant running on the user's computer. "
         "Answer in plain spoken sentences, briefly, without lists, markdown or emoji."
     )
-    max_new_tokens: int = 200
-    temperature: float = 0.0
-    history_turns: int = 8  # earlier exchanges kept in the prompt
+    max_new_tokens: int = applies_live(200)
+    temperature: float = applies_live(0.0)
+    history_turns: int = applies_live(8)  # earlier exchanges kept in the prompt
     context_tokens: int = 2048
     threads: int = 0  # 0 = choose from the CPU count
     # pause the LLM until TTS has made the first sound, so the first piece's synthesis has
     # the cores (open questions ~0.1 s sooner on 2 cores, docs/performance.md); the LLM
     # catches up while that first piece plays
-    pause_for_first_audio: bool = True
+    pause_for_first_audio: bool = applies_live(True)
     dtype: str = "auto"
     base_url: str = ""  # openai backend
     api_key: str = ""  # openai backend, this launch only: kept in the OS keychain
@@ -113,8 +119,8 @@ class TTSSettings:
     model: str = ""
     voice: str = ""
     device: str = ""
-    speed: float = 1.0
-    language: str = ""
+    speed: float = applies_live(1.0)
+    language: str = applies_live("")
     bits: int = 0  # MLX quantization of the voice model: 0 = bf16, or 4 / 6 / 8
     compile: bool = False  # torch.compile the torch voice model (vits, qwen3-tts) at load
 
@@ -346,16 +352,20 @@ def validate(s: Settings) -> None:
         raise SettingsError("tts.speed must be between 0.25 and 4")
 
 
+def _reload_keys(section) -> dict:
+    """The section's settings that its model is loaded with (those not `applies_live`)."""
+    return {
+        f.name: getattr(section, f.name)
+        for f in dataclasses.fields(section)
+        if not f.metadata.get(LIVE)
+    }
+
+
 def changed_stages(old: Settings, new: Settings) -> list[str]:
     """Stages whose engine must reload when settings go from `old` to `new`."""
     out = []
     for stage in STAGES:
-        a, b = dataclasses.asdict(getattr(old, stage)), dataclasses.asdict(getattr(new, stage))
-        # prompt-level keys apply to the next turn without reloading the model
-        for k in ("system_prompt", "max_new_tokens", "temperature", "history_turns", "language",
-                  "live", "short_window", "pause_for_first_audio", "threshold", "min_speech_ms", "min_silence_ms", "pad_ms", "speed"):
-            a.pop(k, None)
-            b.pop(k, None)
+        a, b = _reload_keys(getattr(old, stage)), _reload_keys(getattr(new, stage))
         if a != b or (old.device != new.device and not getattr(new, stage).device):
             out.append(stage)
     return out
