@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 APP_NAME = "s2s-desktop"
 DEVICES = ("auto", "cpu", "cuda", "mps", "mlx")
+RETIRED = ("allow_pickle",)  # keys older versions saved: dropped without a warning
 LIVE = "applies_live"  # field metadata: the next turn reads it, no model reloads for it
 
 
@@ -136,7 +137,6 @@ class UISettings:
 class Settings:
     version: int = SCHEMA_VERSION
     device: str = "auto"  # global device; a stage's own device wins over it
-    allow_pickle: bool = False  # unrestricted unpickling of weights: off unless the user opts in
     audio: AudioSettings = field(default_factory=AudioSettings)
     hotkey: HotkeySettings = field(default_factory=HotkeySettings)
     vad: VADSettings = field(default_factory=VADSettings)
@@ -266,6 +266,8 @@ def _fill(obj: Any, data: dict, prefix: str, strict: bool) -> None:
     for key, value in data.items():
         full = f"{prefix}{key}"
         if key not in hints:
+            if full in RETIRED:
+                continue
             if strict:
                 raise SettingsError(f"unknown setting '{full}'")
             log.warning("ignoring unknown setting %s", full)

@@ -302,16 +302,6 @@ def torch_dtype_name(device: str) -> str:
     return "float16" if device == "mps" else "float32"
 
 
-def release_accelerator_memory(device: str) -> None:
-    """After a generation: MPS keeps freed buffers unless asked (its memory grows otherwise)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    if device == "mps":
-        torch.mps.synchronize()
-        torch.mps.empty_cache()
-
-
 def compile_cache_dir() -> str:
     """Inductor cache in the user cache dir, never inside the installed package."""
     from .config import cache_dir

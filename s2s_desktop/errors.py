@@ -34,7 +34,7 @@ class DeviceUnavailable(S2SError):
 
 
 class UnsafeModelFormat(S2SError):
-    """Weights in a format that can run code on load (pickle) and the user has not opted in."""
+    """Weights in a format that can run code on load (pickle): never loaded."""
 
 
 class AudioInputError(S2SError):

@@ -26,8 +26,3 @@ def resources_dir() -> Path:
         + ", ".join(str(c) for c in candidates)
         + "): reinstall s2s-desktop"
     )
-
-
-def resource_path(name: str) -> Path:
-    """Path of one resource file by its name inside the resources folder."""
-    return resources_dir() / name

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -38,8 +37,6 @@ class SpeakerSink(AudioSink):
         self._queue: collections.deque[list] = collections.deque()  # [turn, pcm, offset]
         self._pending: dict[int, int] = {}  # turn -> frames queued, not yet handed to PortAudio
         self._lost = ""
-        self.last_audible = 0.0  # monotonic time of the last non-silent block handed over
-        self.flushed_at = 0.0
 
     # ------------------------------------------------------------------ stream
     def open(self, sample_rate: int) -> None:
@@ -112,8 +109,6 @@ class SpeakerSink(AudioSink):
                     self._queue.popleft()
                     if self._pending.get(turn, 0) <= 0:
                         self._pending.pop(turn, None)
-            if filled:
-                self.last_audible = time.monotonic()
         out[filled:] = 0.0
 
     def _finished(self) -> None:
@@ -159,7 +154,6 @@ class SpeakerSink(AudioSink):
         with self._lock:
             self._queue.clear()
             self._pending.clear()
-            self.flushed_at = time.monotonic()
 
     def close(self) -> None:
         self.flush()

@@ -356,17 +356,6 @@ def record_checks(results: dict[Path, bool]) -> None:
         config.atomic_write_text(verified_path(), text)
 
 
-def recorded_check(path: Path) -> bool | None:
-    """The last check of this file if it has not changed since, else None."""
-    key = _file_key(path)
-    if key is None:
-        return None
-    rec = _read_json(verified_path(), {}).get(key[0])
-    if not isinstance(rec, dict) or rec.get("size") != key[1] or rec.get("mtime_ns") != key[2]:
-        return None
-    return bool(rec.get("ok"))
-
-
 def recorded_checks(paths: list[Path]) -> bool | None:
     """True if every file passed its last check, False if any failed, None if any unchecked."""
     if not paths:
