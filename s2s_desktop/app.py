@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from . import config
 from .audio.microphone import Microphone
 from .audio.speaker import SpeakerSink
-from .controller import AppController
+from .controller import ERROR, IDLE, LISTENING, AppController
 from .errors import AudioDeviceError, S2SError
 from .history import Exchange, History
 from .hotkey.client import HotkeyClient
@@ -125,7 +125,6 @@ class DesktopApp(QObject):
         ev.reply_delta.connect(self.window.on_reply_delta)
         ev.turn_finished.connect(self.window.on_turn_finished)
         ev.turn_finished.connect(self._remember_turn)
-        ev.stage_state.connect(self._stage_state)
         self.hotkey.pressed.connect(c.hotkey_pressed)
         self.hotkey.released.connect(c.hotkey_released)
         self.hotkey.unavailable.connect(self.show_notice)
@@ -184,18 +183,26 @@ class DesktopApp(QObject):
             self._dialogs["first_run"] = dialog  # kept alive while it is open
 
     def _state_changed(self, state: str, detail: str) -> None:
+        self._speaker_follows(state)
         self.controller.hotkey_info = self.hotkey.info()
         for view in (self.tray, self.floating, self.window):
             if view is not None:
                 view.show_state(state, detail, self.controller.hotkey_info)
 
-    def _stage_state(self, stage: str, state: str, detail: str) -> None:
-        if stage == "tts" and state == "ready" and getattr(self.speaker, "rate", 1) == 0:
+    def _speaker_follows(self, state: str) -> None:
+        """The output stream runs only around a turn (an open one costs CPU at idle): opened
+        at the press, while the user speaks, so the reply's first audio never waits for it;
+        closed once the app is idle again."""
+        if not isinstance(self.speaker, SpeakerSink):
+            return
+        if state == LISTENING and not self.speaker.is_open:
             engine = self.pipeline.tts.engine
-            try:  # open the output now, not on the first reply
+            try:
                 self.speaker.open(int(getattr(engine, "sample_rate", 22050)))
             except AudioDeviceError as exc:
                 self.show_notice(str(exc), error=True)
+        elif state in (IDLE, ERROR) and self.speaker.is_open:
+            self.speaker.close()
 
     def _question_heard(self, turn: int, text: str) -> None:
         """The question is saved as soon as it is transcribed: a crash mid-reply keeps it."""

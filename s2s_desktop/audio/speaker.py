@@ -159,6 +159,10 @@ class SpeakerSink(AudioSink):
         self.flush()
         self._close_stream()
 
+    @property
+    def is_open(self) -> bool:
+        return self._stream is not None
+
     def queued_seconds(self) -> float:
         with self._lock:
             frames = sum(len(p) - off for _, p, off in self._queue)
