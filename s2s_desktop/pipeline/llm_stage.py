@@ -1,13 +1,22 @@
 """LLM stage: streams the reply and cuts it into speakable Sentences as it comes, so TTS
-starts on the first clause while the LLM keeps writing."""
+starts on the first clause while the LLM keeps writing.
+
+Between turns it has the engine evaluate the next prompt's known start (system prompt and
+history) so at release only the new question is evaluated; a reply that starts to loop is
+ended by the LoopGuard before the loop is spoken."""
 
 from __future__ import annotations
 
-from ..engines.llm.history import build_messages
+import logging
+
+from ..engines.llm.history import build_messages, prefix_messages, window
 from .chunker import SentenceChunker
 from .messages import ReplyDone, Sentence, Transcript
+from .repetition import LoopGuard
 from .stage import Stage
 from .turns import Conversation
+
+log = logging.getLogger(__name__)
 
 FIRST_AUDIO_WAIT_S = 5.0
 
@@ -19,13 +28,28 @@ class LLMStage(Stage):
         super().__init__(*args, **kwargs)
         self.conversation = conversation
 
+    def load_engine(self) -> None:
+        super().load_engine()
+        self.prime()  # a conversation kept from before (history on disk) starts warm too
+
+    def prime(self) -> None:
+        """Evaluate the next prompt's known start; any message in the inbox ends it early
+        (what was evaluated stays cached), so a new question is not held up."""
+        if self.engine is None:
+            return
+        cfg = self.section()
+        history = window(self.conversation.exchanges(), cfg.history_turns)
+        self.engine.prime(prefix_messages(cfg.system_prompt, history),
+                          lambda: not self.inbox.empty())
+
     def process(self, msg: Transcript):
         cfg = self.section()
-        messages = build_messages(cfg.system_prompt, self.conversation.exchanges(), msg.text,
-                                  cfg.history_turns)
+        exchanges = self.conversation.exchanges()
+        messages = build_messages(cfg.system_prompt, exchanges, msg.text, cfg.history_turns)
+        guard = LoopGuard([reply for _, reply in window(exchanges, cfg.history_turns)])
         stop = self.clock.stop_event(msg.turn)
         chunker = SentenceChunker()
-        reply, tokens, index = [], 0, 0
+        reply, tokens, index = "", 0, 0
         self.book.mark(msg.turn, "llm_start")
         try:
             for delta in self.engine.stream(messages, stop):
@@ -36,7 +60,15 @@ class LLMStage(Stage):
                 tokens += 1
                 if tokens == 1:
                     self.book.mark(msg.turn, "llm_first_token")
-                reply.append(delta)
+                    self._record_prompt_tokens(msg.turn)
+                reply += delta
+                end = guard.cut(reply)
+                if end is not None:  # a loop: what is not spoken yet is taken back
+                    chunker.feed(delta)
+                    chunker.retract(len(reply) - end)
+                    log.info("turn %s: the reply began to repeat itself; ended it there", msg.turn)
+                    reply = reply[:end]
+                    break
                 self.events.reply_delta.emit(msg.turn, delta)
                 for piece in chunker.feed(delta):
                     index = yield from self._sentence(msg.turn, piece, index)
@@ -46,8 +78,13 @@ class LLMStage(Stage):
                 index = yield from self._sentence(msg.turn, piece, index)
         finally:
             self.book.mark(msg.turn, "llm_end")
-            self.book.update(msg.turn, reply="".join(reply).strip(), tokens=tokens)
-        yield ReplyDone(msg.turn, text="".join(reply).strip())
+            self.book.update(msg.turn, reply=reply.strip(), tokens=tokens)
+        yield ReplyDone(msg.turn, text=reply.strip())
+
+    def _record_prompt_tokens(self, turn: int) -> None:
+        evaluated = getattr(self.engine, "last_stats", {}).get("prompt_tokens_evaluated")
+        if evaluated is not None:
+            self.book.update(turn, prompt_tokens_evaluated_at_release=evaluated)
 
     def _sentence(self, turn: int, piece: str, index: int):
         if index == 0:

@@ -91,4 +91,10 @@ class Reload(Message):
     settings: object = None
 
 
+@dataclass
+class Prime(Message):
+    """Control: between turns, evaluate the next prompt's known part (system prompt and
+    history) so the next question starts warm. Never stale; given up when any message comes."""
+
+
 STOP = object()  # sentinel: the stage thread ends

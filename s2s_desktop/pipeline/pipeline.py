@@ -16,7 +16,7 @@ from ..audio.sink import AudioSink
 from ..config import STAGES, Settings, changed_stages
 from .events import PipelineEvents
 from .llm_stage import LLMStage
-from .messages import STOP, AudioChunk, ListenEnd, Reload, Utterance
+from .messages import STOP, AudioChunk, ListenEnd, Prime, Reload, Utterance
 from .player_stage import PlayerStage
 from .stt_stage import STTStage
 from .tts_stage import TTSStage
@@ -58,6 +58,7 @@ class Pipeline:
             "player": self.player,
         }
         self.started = False
+        self._forget_before = 0  # turns before this one belong to a forgotten conversation
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> Pipeline:
@@ -134,12 +135,24 @@ class Pipeline:
             self.player.close_turn(turn, reason)
         return cancelled
 
+    def new_conversation(self) -> None:
+        """Start over: stop the running turn, forget the exchanges the LLM sees, and let the
+        LLM evaluate the bare system prompt while idle, so the next question starts warm."""
+        self.interrupt()
+        self._forget_before = self.clock.current + 1  # a turn closing just now stays out
+        self.conversation.clear()
+        self.llm.inbox.put(Prime(-1))
+
     def _remember(self, rec: TurnRecord) -> None:
-        """Store the exchange the LLM will see next turn: as spoken, if it was cut off."""
+        """Store the exchange the LLM will see next turn: as spoken, if it was cut off. Then
+        the LLM evaluates the next prompt's known part while the user thinks."""
+        if rec.turn < self._forget_before:
+            return
         if rec.reason == "ok":
             self.conversation.add(rec.transcript, rec.reply)
         elif rec.reason == "interrupted" and rec.transcript:
             self.conversation.add(rec.transcript, " ".join(rec.spoken))
+        self.llm.inbox.put(Prime(rec.turn))
 
     # -- settings -----------------------------------------------------------------------------
     def reload(self, settings: Settings) -> list[str]:

@@ -18,7 +18,7 @@ from .. import devices
 from ..engines import registry
 from ..errors import S2SError
 from .events import PipelineEvents
-from .messages import STOP, Message, Reload, TurnEnded
+from .messages import STOP, Message, Prime, Reload, TurnEnded
 from .turns import TurnBook, TurnClock
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,9 @@ class Stage(QThread):
                 self.settings = msg.settings
                 self.load_engine()
                 continue
+            if isinstance(msg, Prime):
+                self.prime()
+                continue
             if self.clock.is_stale(msg.turn):
                 continue
             if isinstance(msg, TurnEnded):
@@ -108,6 +111,9 @@ class Stage(QThread):
         except Exception as exc:
             log.exception("%s failed on turn %s", self.name, msg.turn)
             self.fail(msg.turn, f"{self.name} failed: {type(exc).__name__}: {exc}")
+
+    def prime(self) -> None:
+        """Idle-time work before the next turn (the LLM evaluates its prompt prefix)."""
 
     def needs_engine(self, msg: Message) -> bool:
         return True

@@ -91,6 +91,7 @@ class TurnRecord:
     reason: str = ""  # ok | no speech | interrupted | error
     error: str = ""
     tokens: int = 0
+    prompt_tokens_evaluated_at_release: int | None = None  # None: the LLM did not say
     stt_reused_partial: bool = False
     marks: dict[str, float] = field(default_factory=dict)
     finished: bool = False
@@ -117,6 +118,7 @@ class TurnRecord:
             "spoken": " ".join(self.spoken),
             "reason": self.reason,
             "stt_reused_partial": self.stt_reused_partial,
+            "prompt_tokens_evaluated_at_release": self.prompt_tokens_evaluated_at_release,
             "error": self.error,
             "timings_ms": self.timings_ms(),
         }
@@ -182,7 +184,11 @@ class TurnBook:
 
 
 class Conversation:
-    """Completed exchanges the LLM sees. An interrupted reply is kept as far as it was spoken."""
+    """Completed exchanges the LLM sees. An interrupted reply is kept as far as it was spoken.
+    Past KEEP exchanges the oldest half goes at once (the prompt window counts from the start,
+    so trimming one a turn would shift it every turn)."""
+
+    KEEP = 200
 
     def __init__(self, exchanges: list[tuple[str, str]] | None = None):
         self._lock = threading.Lock()
@@ -197,7 +203,8 @@ class Conversation:
             return
         with self._lock:
             self._exchanges.append((user, assistant))
-            del self._exchanges[:-200]
+            if len(self._exchanges) > self.KEEP:
+                del self._exchanges[: self.KEEP // 2]
 
     def clear(self) -> None:
         with self._lock:

@@ -2,7 +2,9 @@
 
 The KV cache of the previous prompt stays in the context, and llama-cpp-python reuses its
 longest common token prefix with the next prompt, so the system prompt and earlier turns are
-not evaluated again; `warmup()` evaluates the system prompt once so turn 1 starts warm too.
+not evaluated again. Between turns `prime()` evaluates the next prompt's known start (system
+prompt and history up to the next user message) in small batches, so at release only the new
+question's tokens are evaluated; every evaluated token is counted (`last_stats`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ from ..base import LLMEngine, require
 log = logging.getLogger(__name__)
 
 GGUF_MAGIC = b"GGUF"
+PRIME_BATCH = 32  # tokens per step of prime(): a new question waits at most one step
+# the template a GGUF without its own chat template is rendered with (most chat models' own)
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+NEXT_QUESTION = "\x00next question\x00"  # placeholder where the next user message will go
 
 
 def gguf_path(path: Path) -> Path:
@@ -71,6 +80,7 @@ class LlamaCppLLM(LLMEngine):
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)
         self.llm = None
+        self.formatter = None
         self.model_path: Path | None = None
         self.last_stats: dict = {}
 
@@ -89,7 +99,7 @@ class LlamaCppLLM(LLMEngine):
             kwargs["main_gpu"] = int(self.device.split(":", 1)[1])
         t0 = time.monotonic()
         try:
-            self.llm = llama_cpp.Llama(
+            self.llm = _counting_llama(llama_cpp)(
                 model_path=str(path),
                 n_ctx=int(self.settings.context_tokens),
                 n_threads=int(self.settings.threads) or os.cpu_count() or 1,
@@ -104,6 +114,7 @@ class LlamaCppLLM(LLMEngine):
                 "download it again or update llama-cpp-python"
             ) from exc
         self.model_path = path
+        self.formatter = _chat_formatter(self.llm)
         self.load_s = time.monotonic() - t0
         self.loaded = True
         log.info("llama.cpp loaded %s (%d GPU layers) in %.2f s", path.name, n_gpu, self.load_s)
@@ -116,6 +127,49 @@ class LlamaCppLLM(LLMEngine):
         for _ in self.stream(messages, threading.Event(), max_new_tokens=1):
             pass
 
+    def tokens(self, messages: list[dict]) -> list[int]:
+        """The prompt's token ids, as the chat template renders it."""
+        prompt = self.formatter(messages=messages)
+        return self._ids(prompt.prompt, prompt)
+
+    def _ids(self, text: str, prompt) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=not prompt.added_special,
+                                 special=True)
+
+    def prefix_tokens(self, messages: list[dict]) -> list[int]:
+        """Token ids of the next prompt up to where its user message starts."""
+        placeholder = {"role": "user", "content": NEXT_QUESTION}
+        prompt = self.formatter(messages=[*messages, placeholder])
+        cut = prompt.prompt.rfind(NEXT_QUESTION)
+        if cut < 0:
+            return []
+        ids = self._ids(prompt.prompt[:cut], prompt)
+        full = self.tokens([*messages, {"role": "user", "content": "Hi"}])
+        # the BOS and the token at the cut may be written differently inside the whole prompt
+        return ids[: self.llm.longest_token_prefix(ids, full)]
+
+    def prime(self, messages: list[dict], should_stop) -> int:
+        if self.llm is None:
+            return 0
+        ids = self.prefix_tokens(messages)
+        llm = self.llm
+        keep = llm.longest_token_prefix(llm._input_ids, ids)
+        if keep == len(ids) or should_stop():
+            return 0
+        if keep < llm.n_tokens and not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+            keep = 0  # this model's memory cannot be cut back: evaluate from the start
+            llm.reset()
+        llm.n_tokens = keep
+        done = 0
+        for start in range(keep, len(ids), PRIME_BATCH):
+            if should_stop():
+                break
+            llm.eval(ids[start : start + PRIME_BATCH])
+            done += len(ids[start : start + PRIME_BATCH])
+        llm._requires_eval = True  # the next prompt's suffix refreshes the logits
+        log.debug("primed %d prompt tokens (%d were cached)", done, keep)
+        return done
+
     def stream(
         self, messages: list[dict], stop: threading.Event, max_new_tokens: int | None = None
     ) -> Iterator[str]:
@@ -125,15 +179,25 @@ class LlamaCppLLM(LLMEngine):
             return
         temperature = float(self.settings.temperature)
         t0 = time.monotonic()
-        stats = {"tokens": 0, "first_token_s": None, "finish": None}
+        stats = {"tokens": 0, "first_token_s": None, "finish": None,
+                 "prompt_tokens_evaluated": None}
         self.last_stats = stats
-        chunks = self.llm.create_chat_completion(
-            messages=messages,
-            stream=True,
-            max_tokens=int(max_new_tokens or self.settings.max_new_tokens),
-            temperature=temperature,  # 0 ⇒ greedy in llama-cpp-python
-            top_k=40 if temperature > 0 else 1,
-        )
+        prompt = self.formatter(messages=messages)
+        ids = self._ids(prompt.prompt, prompt)
+        evaluated_before = self.llm.evaluated
+        try:
+            chunks = self.llm.create_completion(
+                prompt=ids,
+                stream=True,
+                max_tokens=int(max_new_tokens or self.settings.max_new_tokens),
+                temperature=temperature,  # 0 ⇒ greedy in llama-cpp-python
+                top_k=40 if temperature > 0 else 1,
+                repeat_penalty=float(self.settings.repeat_penalty),
+                stop=prompt.stop,
+                stopping_criteria=prompt.stopping_criteria,
+            )
+        except ValueError as exc:  # the prompt does not fit in n_ctx
+            raise _too_long(exc) from exc
         try:
             for chunk in chunks:
                 if stop.is_set():
@@ -141,19 +205,49 @@ class LlamaCppLLM(LLMEngine):
                 choice = chunk["choices"][0]
                 if choice.get("finish_reason"):
                     stats["finish"] = choice["finish_reason"]
-                text = choice.get("delta", {}).get("content") or ""
+                text = choice.get("text") or ""
                 if text:
                     stats["tokens"] += 1
                     if stats["first_token_s"] is None:
                         stats["first_token_s"] = time.monotonic() - t0
+                        stats["prompt_tokens_evaluated"] = self.llm.evaluated - evaluated_before
                     yield text
-        except ValueError as exc:  # the prompt does not fit in n_ctx
-            raise S2SError(
-                f"the conversation does not fit the LLM's context ({exc}): "
-                "lower llm.history_turns or raise llm.context_tokens"
-            ) from exc
+        except ValueError as exc:
+            raise _too_long(exc) from exc
         finally:
             chunks.close()  # ends generation now; the KV cache keeps what was evaluated
             stats["total_s"] = time.monotonic() - t0
             if stop.is_set():
                 stats["finish"] = "cancelled"
+
+
+def _too_long(exc: Exception) -> S2SError:
+    return S2SError(
+        f"the conversation does not fit the LLM's context ({exc}): "
+        "lower llm.history_turns or raise llm.context_tokens"
+    )
+
+
+def _counting_llama(llama_cpp):
+    """llama_cpp.Llama that counts the tokens it evaluates (prompt and generated)."""
+
+    class CountingLlama(llama_cpp.Llama):
+        evaluated = 0
+
+        def eval(self, tokens):
+            self.evaluated += len(tokens)
+            super().eval(tokens)
+
+    return CountingLlama
+
+
+def _chat_formatter(llm):
+    """The GGUF's own chat template as a formatter (ChatML where the file has none)."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    eos_id, bos_id = llm.token_eos(), llm.token_bos()
+    eos = llm._model.token_get_text(eos_id) if eos_id != -1 else ""
+    bos = llm._model.token_get_text(bos_id) if bos_id != -1 else ""
+    template = llm.metadata.get("tokenizer.chat_template") or CHATML
+    return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos,
+                               stop_token_ids=[eos_id] if eos_id != -1 else None)

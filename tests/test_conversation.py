@@ -1,0 +1,149 @@
+"""Conversations that stay fast and sane: the history window slides in blocks (the prompt's
+start stays put for several turns), a reply that starts to loop is ended before the loop is
+spoken, and New conversation forgets what the LLM saw."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from s2s_desktop.config import profile_overrides
+from s2s_desktop.engines.llm.history import build_messages, window
+from s2s_desktop.pipeline.chunker import SentenceChunker
+from s2s_desktop.pipeline.repetition import LoopGuard, repeated_phrase, share_of_earlier
+from s2s_desktop.pipeline.runner import HeadlessSession
+from s2s_desktop.pipeline.turns import Conversation
+from tests.helpers import scripted_engines as scripted
+
+VOICE = (0.2 * np.sin(np.linspace(0, 800, 16000))).astype(np.float32)
+
+
+# ---------------------------------------------------------------- history window
+
+
+def test_the_window_drops_old_exchanges_in_blocks_so_the_prompt_start_holds():
+    history = [(f"q{i}", f"a{i}") for i in range(30)]
+    firsts, sizes = [], []
+    for n in range(1, 31):
+        kept = window(history[:n], 8)
+        firsts.append(kept[0][0])
+        sizes.append(len(kept))
+    assert max(sizes) == 8 and min(sizes[8:]) == 5  # never more than 8, at least 8 - 4 + 1
+    changes = sum(1 for a, b in zip(firsts[:-1], firsts[1:], strict=True) if a != b)
+    assert changes == 6  # turns 9, 13, 17, 21, 25, 29: once every 4 turns, not every turn
+    assert window(history, 0) == [] and window(history[:3], 8) == history[:3]
+
+
+def test_build_messages_uses_the_same_window():
+    history = [(f"q{i}", f"a{i}") for i in range(9)]
+    msgs = build_messages("S", history, "new", history_turns=8)
+    assert [m["content"] for m in msgs[1:3]] == ["q4", "a4"]  # q0..q3 went as one block
+    assert msgs[-1] == {"role": "user", "content": "new"}
+
+
+def test_the_starter_profile_keeps_at_most_two_exchanges():
+    assert profile_overrides("starter")["llm.history_turns"] <= 2
+
+
+def test_a_long_conversation_is_trimmed_in_halves():
+    conv = Conversation()
+    for i in range(Conversation.KEEP + 1):
+        conv.add(f"q{i}", f"a{i}")
+    kept = conv.exchanges()
+    assert len(kept) == Conversation.KEEP // 2 + 1 and kept[-1] == (f"q{Conversation.KEEP}",
+                                                                    f"a{Conversation.KEEP}")
+
+
+# ---------------------------------------------------------------- loop stop
+
+
+def test_a_phrase_said_twice_ends_the_reply_before_the_second_time():
+    reply = ("Le Grand Paris est le premier lieu de la maire, le premier lieu de la maire, "
+             "le premier lieu")
+    guard = LoopGuard([])
+    cut = None
+    for i in range(1, len(reply) + 1):  # fed as it streams
+        cut = guard.cut(reply[:i])
+        if cut is not None:
+            break
+    assert reply[:cut].rstrip(", ") == "Le Grand Paris est le premier lieu de la maire"
+    assert repeated_phrase(reply[:cut]) is None
+
+
+def test_a_reply_that_copies_an_earlier_one_is_ended():
+    earlier = "The opposite on part is a type of fruit called a fruit."
+    guard = LoopGuard(["Paris is the capital of France.", earlier])
+    reply = "Well. The opposite on part is a type of fruit called a fruit."
+    cuts = [guard.cut(reply[:i]) for i in range(1, len(reply) + 1)]
+    cut = next(c for c in cuts if c is not None)
+    assert reply[:cut].strip() == "Well."
+    assert share_of_earlier(reply[:cut], earlier) < 0.5
+
+
+def test_ordinary_replies_are_not_cut():
+    earlier = ["The capital of France is Paris.", "Yes.", "Bees make honey from nectar."]
+    guard = LoopGuard(earlier)
+    reply = ("The capital of Germany is Berlin, and it is a big city. Yes, Berlin is also "
+             "known for its museums, and the capital has many parks.")
+    assert all(guard.cut(reply[:i]) is None for i in range(1, len(reply) + 1))
+
+
+def test_the_chunker_takes_back_what_it_has_not_said():
+    chunker = SentenceChunker()
+    said = chunker.feed("Paris is lovely. The first place of the town, the first")
+    assert said == ["Paris is lovely."]
+    assert chunker.retract(len(" the first")) == len(" the first")
+    assert chunker.flush() == ["The first place of the town,"]
+
+
+# ---------------------------------------------------------------- in the pipeline
+
+
+@pytest.fixture
+def session_factory(monkeypatch):
+    scripted.install(monkeypatch)
+    made = []
+
+    def make(**kw):
+        s = HeadlessSession(scripted.settings(**kw))
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        assert s.close(), "pipeline threads did not stop within 2 s"
+
+
+def test_a_looping_reply_is_cut_before_the_loop_is_spoken(session_factory):
+    loop = "It is the first place of the town, the first place of the town, the first place."
+    session = session_factory(reply=loop)
+    rec = session.turn(VOICE)
+    assert rec["reason"] == "ok"
+    assert rec["reply"] == "It is the first place of the town,"
+    assert rec["spoken"] == "It is the first place of the town,"
+    assert session.pipeline.conversation.exchanges()[-1][1] == rec["reply"]
+
+
+def test_new_conversation_forgets_what_the_llm_saw(session_factory):
+    session = session_factory(heard="My name is Anna.")
+    session.turn(VOICE)
+    session.turn(VOICE)
+    assert len(session.pipeline.llm.engine.seen[-1]) == 4  # system, exchange 1, question
+    session.pipeline.new_conversation()
+    assert session.pipeline.conversation.exchanges() == []
+    session.turn(VOICE)
+    assert [m["role"] for m in session.pipeline.llm.engine.seen[-1]] == ["system", "user"]
+
+
+def test_new_conversation_stops_a_running_reply(session_factory):
+    session = session_factory(reply=" ".join(f"word{i}" for i in range(300)), word_delay=0.01)
+    pipe = session.pipeline
+    turn = pipe.submit(VOICE)
+    deadline = time.monotonic() + 10
+    while not pipe.book.get(turn).spoken and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pipe.new_conversation()
+    assert pipe.book.get(turn).reason == "interrupted"
+    assert pipe.conversation.exchanges() == []
