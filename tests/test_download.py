@@ -120,7 +120,7 @@ def make_handler(hub: FakeHub):
             for name, data in hub.repos[repo].items():
                 s = {"rfilename": name, "size": len(data), "blobId": git_oid(data)}
                 if name in hub.lfs:
-                    s["lfs"] = {"sha256": sha256(data), "size": len(data)}
+                    s["lfs"] = {"sha256": sha256(data), "size": len(data), "pointerSize": 134}
                 siblings.append(s)
             body = json.dumps({"id": repo, "sha": COMMIT, "siblings": siblings}).encode()
             self.send_response(200)

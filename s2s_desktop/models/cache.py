@@ -48,14 +48,6 @@ def hf_hub_cache() -> Path:
     return Path(os.path.expandvars(os.path.expanduser(home))) / "hub"
 
 
-def hf_home() -> Path:
-    env = os.environ
-    if env.get("HF_HOME"):
-        return Path(os.path.expandvars(os.path.expanduser(env["HF_HOME"])))
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "huggingface"
-
-
 def repo_folder_name(repo_id: str) -> str:
     return "models--" + repo_id.replace("/", "--")
 
@@ -370,6 +362,35 @@ def recorded_checks(paths: list[Path]) -> bool | None:
         elif not rec.get("ok"):
             return False
     return state
+
+
+def delete_repo(repo_id: str, cache: Path | None = None) -> Path | None:
+    """Remove a repo from the HF cache through huggingface_hub's cache API (its revisions,
+    their blobs and refs); what that API does not list (unfinished downloads, a folder without
+    snapshots) goes with the folder. Returns the folder, or None when it was not there."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    root = cache or hf_hub_cache()
+    folder = repo_dir(repo_id, root)
+    if not folder.exists():
+        return None
+    try:
+        info = scan_cache_dir(root)
+    except (CacheNotFound, OSError) as exc:
+        log.debug("huggingface_hub cannot scan %s (%s): removing %s whole", root, exc, folder)
+    else:
+        commits = [
+            rev.commit_hash
+            for repo in info.repos
+            if repo.repo_type == "model" and repo.repo_id == repo_id
+            for rev in repo.revisions
+        ]
+        if commits:
+            info.delete_revisions(*commits).execute()
+    if folder.exists():
+        remove_tree(folder)
+    return folder
 
 
 def remove_tree(path: Path) -> None:

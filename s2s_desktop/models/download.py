@@ -245,16 +245,18 @@ def network_error(url: str, exc: BaseException) -> DownloadError:
 
 
 def http_error(url: str, exc: urllib.error.HTTPError) -> DownloadError:
-    if exc.code in (401, 403):
+    return http_status_error(url, exc.code, exc.reason)
+
+
+def http_status_error(url: str, code: int, reason: str) -> DownloadError:
+    if code in (401, 403):
         return DownloadError(
-            f"{url} refused access ({exc.code}): the model may be gated: accept its licence "
+            f"{url} refused access ({code}): the model may be gated: accept its licence "
             f"on the model page and set HF_TOKEN, {IMPORT_HINT}"
         )
-    if exc.code == 404:
+    if code == 404:
         return DownloadError(f"{url} was not found (404): the repo, revision or file name is wrong")
-    return DownloadError(
-        f"{url} answered HTTP {exc.code} {exc.reason}: try again later, {IMPORT_HINT}"
-    )
+    return DownloadError(f"{url} answered HTTP {code} {reason}: try again later, {IMPORT_HINT}")
 
 
 def _is_connect_failure(exc: BaseException) -> bool:

@@ -1,16 +1,14 @@
-"""The Hugging Face Hub side of downloads: endpoint, token, repo file lists, and putting a file
-into the shared HF cache layout (blobs + snapshot links + refs, see cache.py) so every other HF
-tool of the user sees it.
+"""The Hugging Face Hub side of downloads: endpoint, token and the repo's file list come from
+`huggingface_hub`; the bytes come through our resumable `download.download_file` (why:
+docs/models.md, "Why our own transfer"), placed in the shared HF cache layout (blobs + snapshot
+links + refs, see cache.py) so every other HF tool of the user sees them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
-import json
 import os
 import threading
-import urllib.error
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +22,10 @@ from .download import (
     clean_etag,
     download_file,
     header,
-    http_error,
+    http_status_error,
     hub_sha256,
     network_error,
-    open_url,
-    response_socket,
+    ssl_context,
 )
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -44,14 +41,10 @@ def hf_offline() -> bool:
 
 
 def hf_token() -> str | None:
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        if os.environ.get(var):
-            return os.environ[var].strip()
-    path = Path(os.environ.get("HF_TOKEN_PATH") or cache.hf_home() / "token")
-    try:
-        return path.read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
+    """The user's Hub token as huggingface_hub finds it (HF_TOKEN, `hf auth login`)."""
+    from huggingface_hub import get_token
+
+    return get_token()
 
 
 def hf_file_url(repo_id: str, revision: str, filename: str, endpoint: str | None = None) -> str:
@@ -87,34 +80,57 @@ def refuse_if_offline() -> None:
         raise DownloadError(f"downloads are off (HF_HUB_OFFLINE is set): unset it, {IMPORT_HINT}")
 
 
+_SESSION_LOCK = threading.Lock()
+_session_set = False
+
+
+def _use_system_certificates() -> None:
+    """huggingface_hub's HTTP client trusts what our downloads trust (the OS store, with
+    truststore), and reads proxies from the environment as they do."""
+    global _session_set
+    with _SESSION_LOCK:
+        if _session_set:
+            return
+        import httpx2
+        from huggingface_hub import set_client_factory
+
+        set_client_factory(
+            lambda: httpx2.Client(verify=ssl_context(), follow_redirects=True, timeout=None)
+        )
+        _session_set = True
+
+
 def fetch_repo_info(repo_id: str, revision: str = "main", timeout: float = 10.0) -> RepoInfo:
-    """The commit a revision points at and its files with sizes and digests (Hub API)."""
+    """The commit a revision points at and its files with sizes and digests (the Hub API,
+    through huggingface_hub)."""
     refuse_if_offline()
-    url = "{}/api/models/{}/revision/{}?blobs=true".format(
-        hf_endpoint(), repo_id, urllib.parse.quote(revision, safe="")
-    )
+    import httpx2
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    _use_system_certificates()
+    endpoint = hf_endpoint()
+    url = f"{endpoint}/api/models/{repo_id}/revision/{urllib.parse.quote(revision, safe='')}"
     try:
-        resp, _ = open_url(url, {"Accept": "application/json", **_auth_headers()}, timeout)
-        with resp:
-            sock = response_socket(resp)
-            if sock is not None:
-                sock.settimeout(timeout)
-            data = json.loads(resp.read(32 * 1024 * 1024))
-    except urllib.error.HTTPError as exc:
-        raise http_error(url, exc) from exc
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        info = HfApi(endpoint=endpoint, token=hf_token() or False).model_info(
+            repo_id, revision=revision, files_metadata=True, timeout=timeout
+        )
+    except HfHubHTTPError as exc:
+        raise http_status_error(url, exc.response.status_code, exc.response.reason_phrase) from exc
+    except (httpx2.TransportError, OSError) as exc:
         raise network_error(url, exc) from exc
-    except ValueError as exc:
+    except (ValueError, KeyError, TypeError) as exc:  # a mirror whose API answers otherwise
         raise DownloadError(f"{url} did not answer with the repo's file list ({exc})") from exc
-    files = {}
-    for s in data.get("siblings") or []:
-        lfs = s.get("lfs") or {}
-        name = s.get("rfilename")
-        if name:
-            files[name] = RepoFile(
-                name, lfs.get("size", s.get("size")), lfs.get("sha256"), s.get("blobId")
-            )
-    commit = data.get("sha")
+    files = {
+        s.rfilename: RepoFile(
+            s.rfilename,
+            s.lfs.size if s.lfs else s.size,
+            s.lfs.sha256 if s.lfs else None,
+            s.blob_id,
+        )
+        for s in info.siblings or []
+    }
+    commit = info.sha
     return RepoInfo(
         commit if isinstance(commit, str) and cache.HEX40.match(commit) else None, files
     )

@@ -481,9 +481,8 @@ class ModelManager:
             names = [f.name for f in e.files] if e.files else None
             removed += self._delete_repo_files(e.repo, names)
         elif model_id.count("/") == 1 and not removed:
-            folder = cache.repo_dir(model_id)
-            if folder.exists():
-                cache.remove_tree(folder)
+            folder = cache.delete_repo(model_id)
+            if folder is not None:
                 removed.append(folder)
         if not removed:
             raise ModelNotFound(f"'{model_id}' is not installed, nothing to delete")
@@ -502,7 +501,7 @@ class ModelManager:
             if f.relative_to(snaps).as_posix().split("/", 1)[1] not in (names or ())
         ]
         if not others:  # nothing else of this repo is kept: remove it whole (refs, parts too)
-            cache.remove_tree(folder)
+            cache.delete_repo(repo_id)
             return [folder]
         removed, blobs = [], set()
         for snap in (p for p in snaps.iterdir() if p.is_dir()):

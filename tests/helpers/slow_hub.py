@@ -92,7 +92,11 @@ def _handler(hub: SlowHub):
             for name in hub.repos[repo]:
                 s = {"rfilename": name, "size": hub.size(repo, name)}
                 if hub.sha256(repo, name):
-                    s["lfs"] = {"sha256": hub.sha256(repo, name), "size": hub.size(repo, name)}
+                    s["lfs"] = {
+                        "sha256": hub.sha256(repo, name),
+                        "size": hub.size(repo, name),
+                        "pointerSize": 134,  # the Hub sends it; huggingface_hub requires it
+                    }
                 siblings.append(s)
             body = json.dumps({"id": repo, "sha": COMMIT, "siblings": siblings}).encode()
             self.send_response(200)
