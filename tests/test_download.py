@@ -26,6 +26,7 @@ from s2s_desktop.models.download import (
 )
 from s2s_desktop.models.manager import ModelManager
 from s2s_desktop.models.resolve import package_path, resolve_model
+from tests.helpers.slow_hub import lfs_info, send_repo_api
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 BIG = random.Random(7).randbytes(3_000_000)  # a few MB of real bytes
@@ -120,14 +121,9 @@ def make_handler(hub: FakeHub):
             for name, data in hub.repos[repo].items():
                 s = {"rfilename": name, "size": len(data), "blobId": git_oid(data)}
                 if name in hub.lfs:
-                    s["lfs"] = {"sha256": sha256(data), "size": len(data), "pointerSize": 134}
+                    s["lfs"] = lfs_info(sha256(data), len(data))
                 siblings.append(s)
-            body = json.dumps({"id": repo, "sha": COMMIT, "siblings": siblings}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_repo_api(self, repo, siblings, COMMIT)
 
         def cdn(self, repo, name):
             data = hub.repos.get(repo, {}).get(name)

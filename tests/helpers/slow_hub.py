@@ -70,6 +70,21 @@ class SlowHub:
             self.server.server_close()
 
 
+def lfs_info(sha256: str, size: int) -> dict:
+    """A sibling's "lfs" entry as the Hub sends it (huggingface_hub requires pointerSize)."""
+    return {"sha256": sha256, "size": size, "pointerSize": 134}
+
+
+def send_repo_api(handler: BaseHTTPRequestHandler, repo: str, siblings: list[dict], commit: str):
+    """The Hub API's answer for a repo revision: its commit and its files."""
+    body = json.dumps({"id": repo, "sha": commit, "siblings": siblings}).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def _handler(hub: SlowHub):
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -92,18 +107,9 @@ def _handler(hub: SlowHub):
             for name in hub.repos[repo]:
                 s = {"rfilename": name, "size": hub.size(repo, name)}
                 if hub.sha256(repo, name):
-                    s["lfs"] = {
-                        "sha256": hub.sha256(repo, name),
-                        "size": hub.size(repo, name),
-                        "pointerSize": 134,  # the Hub sends it; huggingface_hub requires it
-                    }
+                    s["lfs"] = lfs_info(hub.sha256(repo, name), hub.size(repo, name))
                 siblings.append(s)
-            body = json.dumps({"id": repo, "sha": COMMIT, "siblings": siblings}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_repo_api(self, repo, siblings, COMMIT)
 
         def file(self, repo, name):
             if name not in hub.repos.get(repo, {}):
