@@ -4,6 +4,8 @@ with the `auto` profile and print where each stage ran and how long each step to
     python scripts/gpu_check.py                      # auto profile, models from the HF cache
     python scripts/gpu_check.py --profile starter --set device=auto   # offline starter models
     python scripts/gpu_check.py --input q1.wav --input q2.wav         # your own recordings
+    python scripts/gpu_check.py --offline-synthetic ASSETS --work DIR  # no model hub: engines
+        # on CUDA with random weights at real sizes (scripts/gpu_synthetic.py says how)
 
 Questions are spoken by espeak-ng when it is installed, else by the profile's own TTS (on the
 CPU). Exits with status 2 and a one-line reason when no CUDA device is present (unless
@@ -74,6 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input", "-i", action="append", default=[], help="question WAV files")
     ap.add_argument("--output-dir", default=None, help="keep the reply WAVs here")
     ap.add_argument("--allow-no-cuda", action="store_true", help="run even without CUDA")
+    synth = ap.add_argument_group("offline synthetic mode (no downloads)")
+    synth.add_argument("--offline-synthetic", metavar="ASSETS", type=Path, default=None,
+                       help="time each engine with random weights at the auto profile's sizes; "
+                       "ASSETS from `scripts/synthetic_models.py export-tokenizers`")
+    synth.add_argument("--work", type=Path, default=Path("gpu-check-models"),
+                       help="where the synthetic models are written (several GB)")
+    synth.add_argument("--llama-src", type=Path, default=None,
+                       help="llama-cpp-python source tree being built (BUILD_OK when done)")
+    synth.add_argument("--llama-wait", type=float, default=300.0, metavar="SECONDS")
+    synth.add_argument("--tiny", action="store_true", help="tiny shapes, to try the script")
+    synth.add_argument("--report", type=Path, default=None, help="also write the JSON here")
     args = ap.parse_args(argv)
 
     from s2s_desktop import devices
@@ -87,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.offline_synthetic:
+        import gpu_synthetic  # beside this script
+
+        return gpu_synthetic.run(args.offline_synthetic, args.work, args.llama_src, args.tiny,
+                                 args.llama_wait, args.report)
     settings, warnings = resolve(args.profile, parse_overrides(args.overrides), use_file=False)
     planned = {}
     for stage in devices.STAGES:
