@@ -16,19 +16,14 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from .config import STAGES, Settings
 from .errors import AudioDeviceError
+from .states import AppState, StageState, TurnReason
 
 log = logging.getLogger(__name__)
 
-LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = (
-    "loading",
-    "idle",
-    "listening",
-    "thinking",
-    "speaking",
-    "error",
-)
-STATES = (LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR)
-TOO_SHORT = "too short"  # a tap's turn ends with this reason, not "interrupted"
+LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = AppState
+STATES = tuple(AppState)
+TOO_SHORT = TurnReason.TOO_SHORT  # a tap's turn ends with this reason, not "interrupted"
+_BUSY = (StageState.LOADING, StageState.RELOADING)  # a stage that is not ready yet
 NOTHING_HEARD = "Nothing was heard: hold the key while you speak"
 
 
@@ -228,7 +223,7 @@ class AppController(QObject):
         self._set(THINKING, "Thinking…")
         self.turn_submitted.emit(turn)
 
-    def _drop_recording(self, reason: str = "interrupted") -> None:
+    def _drop_recording(self, reason: str = TurnReason.INTERRUPTED) -> None:
         """A recording that will not become a turn (tap, cancel, lost device)."""
         self._stop_timers()
         self._pressed_at = None
@@ -256,9 +251,9 @@ class AppController(QObject):
         if stage not in self.stage_states:
             return
         self.stage_states[stage] = state
-        if state == "failed":
+        if state == StageState.FAILED:
             self.load_errors[stage] = detail
-        elif state in ("ready", "loading", "reloading"):
+        elif state in (StageState.READY, StageState.LOADING, StageState.RELOADING):
             self.load_errors.pop(stage, None)
         if self.state in (LISTENING, THINKING, SPEAKING):
             return  # a turn is running; the state settles when it ends
@@ -266,7 +261,7 @@ class AppController(QObject):
 
     def _settle(self) -> None:
         """Loading, error or idle, from what the stages report (between turns)."""
-        if any(s in ("loading", "reloading") for s in self.stage_states.values()):
+        if any(s in _BUSY for s in self.stage_states.values()):
             self._set(LOADING, self._loading_progress())
         elif self.load_errors:
             self.last_error = self._load_error_line()
@@ -295,10 +290,10 @@ class AppController(QObject):
             return  # stopped by hand, or the live turn was dropped
         self._speaking_ended = self.clock()
         reason = rec.get("reason")
-        if reason == "error":
+        if reason == TurnReason.ERROR:
             self._fail(rec.get("error") or "the turn failed")
             return
-        if reason == "no speech":
+        if reason == TurnReason.NO_SPEECH:
             self._hint(NOTHING_HEARD)
         self._settle()
 
@@ -334,8 +329,8 @@ class AppController(QObject):
         return at if at is not None and now - 2.0 <= at <= now + 0.01 else now
 
     def _loading_progress(self) -> str:
-        ready = sum(1 for s in self.stage_states.values() if s == "ready")
-        waiting = [s for s, st in self.stage_states.items() if st in ("loading", "reloading")]
+        ready = sum(1 for s in self.stage_states.values() if s == StageState.READY)
+        waiting = [s for s, st in self.stage_states.items() if st in _BUSY]
         return f"{ready} of {len(self.stage_states)} ready, loading {', '.join(waiting)}"
 
     def _loading_hint(self) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import data_dir
+from .states import TurnReason
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ class Exchange:
 
     user: str
     assistant: str
-    reason: str = "ok"  # ok | interrupted | error | unanswered (the app stopped mid-turn)
+    reason: str = TurnReason.OK  # ok | interrupted | error | unanswered
     time: float = field(default_factory=time.time)  # wall clock (seconds since the epoch)
     timings_ms: dict = field(default_factory=dict)
     error: str = ""
@@ -41,9 +42,9 @@ class Exchange:
         """From a pipeline turn record; None for turns with nothing worth keeping."""
         transcript = (rec.get("transcript") or "").strip()
         reason = rec.get("reason", "")
-        if not transcript or reason == "no speech":
+        if not transcript or reason == TurnReason.NO_SPEECH:
             return None
-        reply = rec.get("spoken", "") if reason == "interrupted" else rec.get("reply", "")
+        reply = rec.get("spoken", "") if reason == TurnReason.INTERRUPTED else rec.get("reply", "")
         return cls(
             user=transcript,
             assistant=(reply or "").strip(),
@@ -82,7 +83,7 @@ class Exchange:
         return cls(
             user=data["user"],
             assistant=data["assistant"],
-            reason=str(data.get("reason", "ok")),
+            reason=str(data.get("reason", TurnReason.OK)),
             time=float(data.get("time", 0.0)),
             timings_ms=timings if isinstance(timings, dict) else {},
             error=str(data.get("error", "")),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 
-from ..controller import LISTENING, SPEAKING, THINKING
+from ..controller import LISTENING, LOADING, SPEAKING, THINKING
 
 TALK_LABELS = {
     LISTENING: "Stop and Send",
@@ -39,4 +39,4 @@ class AppActions(QObject):
 
     def show_state(self, state: str) -> None:
         self.talk.setText(TALK_LABELS.get(state, "Talk"))
-        self.talk.setEnabled(state != "loading")
+        self.talk.setEnabled(state != LOADING)

@@ -7,15 +7,16 @@ import functools
 from PySide6.QtGui import QIcon
 
 from ..resources_path import resources_dir
+from ..states import LOOKS, AppState
 
-STATES = ("idle", "listening", "thinking", "speaking", "error", "loading")
+STATES = tuple(look.icon for look in LOOKS.values())  # the icon files drawn per state
 SIZES = (16, 22, 32, 48, 64, 128)
 
 
 @functools.cache
 def state_icon(state: str) -> QIcon:
     """The icon for an app state; unknown states get the idle icon."""
-    name = state if state in STATES else "idle"
+    name = LOOKS.get(state, LOOKS[AppState.IDLE]).icon
     icon = QIcon()
     folder = resources_dir() / "icons"
     for size in SIZES:
@@ -26,4 +27,4 @@ def state_icon(state: str) -> QIcon:
 
 
 def app_icon() -> QIcon:
-    return state_icon("idle")
+    return state_icon(AppState.IDLE)

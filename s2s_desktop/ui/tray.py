@@ -5,17 +5,11 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
+from ..states import LOOKS, AppState
 from .actions import AppActions
 from .icons import state_icon
 
-STATE_WORDS = {
-    "idle": "Ready",
-    "listening": "Listening",
-    "thinking": "Thinking",
-    "speaking": "Speaking",
-    "error": "Problem",
-    "loading": "Loading models",
-}
+STATE_WORDS = {state: look.label for state, look in LOOKS.items()}
 
 
 def tooltip_text(state: str, detail: str, hotkey: dict | None = None) -> str:
@@ -24,7 +18,7 @@ def tooltip_text(state: str, detail: str, hotkey: dict | None = None) -> str:
     if detail and detail != "Ready" and not detail.startswith(STATE_WORDS.get(state, "?")):
         lines.append(detail)  # what failed, or the loading progress
     hk = hotkey or {}
-    if state in ("idle", "error") and hk.get("combo"):
+    if state in (AppState.IDLE, AppState.ERROR) and hk.get("combo"):
         if hk.get("available") and not hk.get("paused"):
             verb = "Hold" if hk.get("mode") == "hold" else "Press"
             lines.append(f"{verb} {hk['combo']} to talk")

@@ -1,0 +1,49 @@
+"""The closed sets the app passes around, as StrEnums (each member equals, and serialises as,
+its plain string, so JSON, history and IPC replies read the same), and how each app state
+looks: the word and the icon the tray, the floating window and the actions show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class AppState(StrEnum):
+    LOADING = "loading"
+    IDLE = "idle"
+    LISTENING = "listening"
+    THINKING = "thinking"
+    SPEAKING = "speaking"
+    ERROR = "error"
+
+
+class StageState(StrEnum):
+    LOADING = "loading"
+    READY = "ready"
+    RELOADING = "reloading"
+    FAILED = "failed"
+
+
+class TurnReason(StrEnum):
+    OK = "ok"
+    NO_SPEECH = "no speech"
+    INTERRUPTED = "interrupted"
+    TOO_SHORT = "too short"  # a tap: the press was shorter than audio.min_press_ms
+    ERROR = "error"
+    UNANSWERED = "unanswered"  # the app stopped mid-turn (read back from history)
+
+
+@dataclass(frozen=True)
+class StateLook:
+    label: str  # the word for the state
+    icon: str  # resources/icons/<icon>-<size>.png
+
+
+LOOKS = {
+    AppState.LOADING: StateLook("Loading models", "loading"),
+    AppState.IDLE: StateLook("Ready", "idle"),
+    AppState.LISTENING: StateLook("Listening", "listening"),
+    AppState.THINKING: StateLook("Thinking", "thinking"),
+    AppState.SPEAKING: StateLook("Speaking", "speaking"),
+    AppState.ERROR: StateLook("Problem", "error"),
+}
