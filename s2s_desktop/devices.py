@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .config import STAGES
 from .engines import registry
 from .errors import (
     BackendUnavailable,
@@ -32,7 +33,6 @@ from .errors import (
 
 log = logging.getLogger(__name__)
 
-STAGES = ("vad", "stt", "llm", "tts")
 
 
 @dataclass(frozen=True)

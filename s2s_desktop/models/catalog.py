@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import STAGES
 from ..errors import S2SError
 from ..resources_path import resources_dir
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-STAGES = ("vad", "stt", "llm", "tts")
 SOURCES = ("hf", "package")
 
 
