@@ -114,22 +114,16 @@ class MonitorRecorder:
             self.proc.kill()
 
 
+STARTER_OPTIONS = ("--profile", "starter", "--set", f"hotkey.combo={COMBO}", "--set",
+                   "hotkey.mode=hold")  # fmt: skip
+
+
 class RunningApp:
-    def __init__(self, root: Path, env: dict):
+    def __init__(self, root: Path, env: dict, options: tuple[str, ...] = STARTER_OPTIONS):
         self.root, self.env = root, env
-        self.log = open(root / "app.log", "wb")
+        self.log = open(root / "app.log", "ab")
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "s2s_desktop",
-                "--profile",
-                "starter",
-                "--set",
-                f"hotkey.combo={COMBO}",
-                "--set",
-                "hotkey.mode=hold",
-            ],
+            [sys.executable, "-m", "s2s_desktop", *options],
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -155,16 +149,20 @@ class RunningApp:
         with the CLI would take a CPU core away from the app being measured)."""
         from s2s_desktop import ipc
 
-        if self._server is None:
-            saved = os.environ.get("S2S_CONFIG_DIR")
-            os.environ["S2S_CONFIG_DIR"] = self.env["S2S_CONFIG_DIR"]
+        if self._server is None:  # named after the app's config folder, as the app sees it
+            keys = ("S2S_CONFIG_DIR", "XDG_CONFIG_HOME")
+            saved = {k: os.environ.get(k) for k in keys}
+            for k in keys:
+                os.environ.pop(k, None)
+                if k in self.env:
+                    os.environ[k] = self.env[k]
             try:
                 self._server = ipc.server_name()
             finally:
-                if saved is None:
-                    os.environ.pop("S2S_CONFIG_DIR")
-                else:
-                    os.environ["S2S_CONFIG_DIR"] = saved
+                for k, v in saved.items():
+                    os.environ.pop(k, None)
+                    if v is not None:
+                        os.environ[k] = v
         reply = ipc.request("status", name=self._server, timeout_ms=5000)
         return reply["status"] if reply and reply.get("ok") else None
 

@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pytest
 
 from tests.conftest import starter_available
 from tests.helpers.desktop_env import missing, pulseaudio, xvfb
-from tests.test_app_e2e import MonitorRecorder, onset
+from tests.test_app_e2e import MonitorRecorder, RunningApp, onset
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -44,50 +43,6 @@ def _why_skip() -> str:
     except OSError:
         return "PortAudio is not installed (apt-get install libportaudio2)"
     return ""
-
-
-class PlainApp:
-    def __init__(self, root: Path, env: dict):
-        self.root, self.env = root, env
-        self.log = open(root / "app.log", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "s2s_desktop"], env=env, stdout=self.log, stderr=self.log
-        )
-
-    def status(self) -> dict | None:
-        res = subprocess.run(
-            [sys.executable, "-m", "s2s_desktop", "status", "--json"],
-            env=self.env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        return json.loads(res.stdout) if res.returncode == 0 else None
-
-    def wait(self, what, timeout_s: float, interval: float = 0.3) -> dict:
-        deadline, last = time.monotonic() + timeout_s, {}
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"the app exited ({self.proc.returncode}):\n{self.log_tail()}")
-            last = self.status() or last
-            if last and what(last):
-                return last
-            time.sleep(interval)
-        pytest.fail(f"timed out after {timeout_s:.0f} s; last status {last}\n{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        self.log.flush()
-        return (self.root / "app.log").read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            subprocess.run(
-                [sys.executable, "-m", "s2s_desktop", "quit"], env=self.env, timeout=30,
-                capture_output=True,
-            )  # fmt: skip
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.log.close()
 
 
 def recording_streams(env) -> list[str]:
@@ -157,10 +112,10 @@ def test_plain_first_start_answers_with_the_starter_set_and_the_mic_is_closed_at
     desk, speech
 ):
     root, env = desk
-    app = PlainApp(root, env)
+    app = RunningApp(root, env, options=())  # plain `s2s-desktop`
     try:
         status = app.wait(
-            lambda s: s["state"] in ("idle", "error") and all(s["models"].values()), 300, 1.0
+            lambda s: s["state"] in ("idle", "error") and all(s["models"].values()), 300, 0.5
         )
         assert status["state"] == "idle", status  # not "tts failed to load"
         assert status["hotkey"]["available"] and status["hotkey"]["combo"] == COMBO
@@ -197,7 +152,7 @@ def test_plain_first_start_answers_with_the_starter_set_and_the_mic_is_closed_at
 
 def test_a_kill_mid_reply_keeps_the_question(desk, speech):
     root, env = desk
-    app = PlainApp(root, env)
+    app = RunningApp(root, env, options=())  # plain `s2s-desktop`
     try:
         app.wait(lambda s: s["state"] == "idle" and all(s["models"].values()), 300, 1.0)
         before = len(history(root))

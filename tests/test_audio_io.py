@@ -273,7 +273,12 @@ def test_a_stream_that_stops_delivering_audio_counts_as_lost():
     mic = Microphone(sd=sd, clock=clock)
     mic.open()
     mic.start_recording()
+    feed_seconds(mic, sd.streams[-1], clock, 0.1)
     clock.t += 2.0  # no callbacks for 2 s
+    with pytest.raises(AudioDeviceError, match="stopped delivering audio"):
+        mic.check()
+    mic.open()
+    clock.t += 6.0  # a new stream that never delivers its first block
     with pytest.raises(AudioDeviceError, match="stopped delivering audio"):
         mic.check()
 

@@ -260,3 +260,17 @@ def test_the_server_tab_speaks_of_its_fields_not_of_set(qtbot):
     said = tab.status.text()
     assert "--set" not in said and "LLM server field" in said
 
+
+
+def test_a_microphone_slow_to_start_is_not_taken_for_unplugged():
+    from s2s_desktop.errors import AudioDeviceError
+
+    sd, clock = FakeSD(), Clock()
+    mic = Microphone(sd=sd, clock=clock, keep_open=False)
+    mic.start_recording()
+    clock.t += 1.5  # a suspended sound server wakes slowly: no block yet
+    mic.check()
+    feed_seconds(mic, sd.streams[-1], clock, 0.5)
+    clock.t += 1.5  # once it delivered, a pause this long means it is gone
+    with pytest.raises(AudioDeviceError, match="stopped delivering audio"):
+        mic.check()

@@ -22,6 +22,9 @@ from .devices_by_name import device_label, find_device, import_sounddevice
 log = logging.getLogger(__name__)
 
 STALL_S = 1.0  # no audio callback for this long while open ⇒ the device is gone
+# a device just opened may take this long to deliver its first block (a suspended PulseAudio
+# source took 1.4 s here) before it counts as gone
+FIRST_BLOCK_S = 5.0
 
 
 class Microphone:
@@ -218,7 +221,8 @@ class Microphone:
         stream = self._stream
         if stream is None:
             raise AudioDeviceError("the microphone is not open: check Settings… → audio input")
-        stalled = self.clock() - self._last_callback > STALL_S
+        limit = FIRST_BLOCK_S if self._opened_at is not None else STALL_S
+        stalled = self.clock() - self._last_callback > limit
         if self._lost or stalled or not stream.active:
             reason = self._lost or "the microphone stopped delivering audio (was it unplugged?)"
             self._lost = reason
