@@ -24,7 +24,7 @@ from tests.conftest import starter_available
 from tests.helpers.desktop_env import missing, pulseaudio, xvfb
 from tests.test_app_e2e import MonitorRecorder, RunningApp, onset
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.required(platforms=("linux",))]
 
 COMBO = "ctrl+shift+space"  # the default talk key off macOS
 
