@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt
 
 from tests.conftest import listen, same_words
 
-pytestmark = [pytest.mark.e2e, pytest.mark.required()]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.required()]
 
 
 def run_cli(*args, timeout=300):

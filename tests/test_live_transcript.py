@@ -71,6 +71,7 @@ def hold_and_release(session, audio: np.ndarray) -> dict:
     return rec
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.required()
 @pytest.mark.parametrize(

@@ -362,6 +362,7 @@ def tiny_whisper(tmp_path_factory):
     return engine
 
 
+@pytest.mark.slow
 @needs_mlx_whisper
 def test_tiny_mlx_whisper_transcribes_under_the_lock(tiny_whisper, monkeypatch):
     from s2s_desktop.engines.stt import mlx_whisper as backend

@@ -200,6 +200,7 @@ def test_unknown_model_name_falls_back_to_the_servers_model(llama_server):
     assert "Paris" in "".join(engine.stream(PARIS, threading.Event()))
 
 
+@pytest.mark.slow
 def test_server_down_then_restarted(llama_server):
     llama_server.stop()
     try:
@@ -444,6 +445,7 @@ def test_openai_stt_errors_are_clear(whisper_server):
 # ---------------------------------------------------------------- the whole pipeline, the dialog
 
 
+@pytest.mark.slow
 def test_a_spoken_question_through_the_pipeline_with_the_openai_llm(llama_server, speech,
                                                                     starter_settings):
     from s2s_desktop.audio.files import read_audio

@@ -121,6 +121,7 @@ def test_starter_spec_leaves_pyav_to_the_stand_in_hook(starter_spec):
     assert [Path(h).name for h in analysis["runtime_hooks"]] == ["standins.py"]
 
 
+@pytest.mark.slow
 def test_mlx_spec_leaves_out_torch_numba_scipy_and_kokoro_g2p(tmp_path):
     pytest.importorskip("PyInstaller", reason="pip install pyinstaller")
     for module in flavours.MLX_STACK + ("llama_cpp", "piper"):

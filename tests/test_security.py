@@ -51,6 +51,7 @@ def running_app(tmp_path):
             app.wait(10)
 
 
+@pytest.mark.slow
 def test_the_running_app_listens_on_no_network_port(running_app):
     app, env, status = running_app
     assert app.poll() is None, app.stdout.read().decode(errors="replace")[-2000:]
@@ -62,6 +63,7 @@ def test_the_running_app_listens_on_no_network_port(running_app):
     assert inet == [], f"network sockets open: {inet}"
 
 
+@pytest.mark.slow
 def test_quit_exits_promptly_and_leaves_no_processes(running_app):
     app, env, _ = running_app
     children = psutil.Process(app.pid).children(recursive=True)

@@ -259,6 +259,7 @@ def word_errors(ref: str, hyp: str) -> tuple[int, int]:
     return row[len(h)], len(r)
 
 
+@pytest.mark.slow
 @needs_starter
 def test_short_window_hears_spoken_questions_at_least_as_well_as_the_full_window(starter, speech):
     """The default short encoder window is ~3x faster; it must not cost accuracy (measured over

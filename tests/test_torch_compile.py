@@ -69,6 +69,7 @@ def eager_replies(tiny_llm_folder):
     return replies
 
 
+@pytest.mark.slow
 def test_compiled_llm_streams_the_same_greedy_tokens_and_caches_in_the_user_dir(
     tiny_llm_folder, eager_replies
 ):
