@@ -172,15 +172,21 @@ def load_engine(stage: str, overrides: dict, entry: dict, checks: Checks):
 # ---------------------------------------------------------------- stages
 
 
+def repeat(call) -> tuple[list[float], object]:
+    """Seconds of each of REPEATS calls, and the last call's result."""
+    seconds, result = [], None
+    for _ in range(REPEATS):
+        t0 = time.monotonic()
+        result = call()
+        seconds.append(time.monotonic() - t0)
+    return seconds, result
+
+
 def check_stt(engine, entry: dict, module) -> None:
     """The clip with the full token budget (a random model never ends early: the worst case of
     a hallucination loop) and with a question's length of tokens (the estimate's figure)."""
     audio = clip()
-    full = []
-    for _ in range(REPEATS):
-        t0 = time.monotonic()
-        result = engine.transcribe(audio)
-        full.append(time.monotonic() - t0)
+    full, result = repeat(lambda: engine.transcribe(audio))
     entry["clip_s"] = CLIP_S
     entry["full_budget_tokens"] = module.token_budget(audio.size)
     entry["transcribe_full_budget_s"] = spread(full)
@@ -188,11 +194,7 @@ def check_stt(engine, entry: dict, module) -> None:
     budget = module.token_budget
     module.token_budget = lambda n: QUESTION_TOKENS
     try:
-        capped = []
-        for _ in range(REPEATS):
-            t0 = time.monotonic()
-            engine.transcribe(audio)
-            capped.append(time.monotonic() - t0)
+        capped, _ = repeat(lambda: engine.transcribe(audio))
     finally:
         module.token_budget = budget
     entry["question_tokens"] = QUESTION_TOKENS
@@ -284,11 +286,7 @@ def check_tts(engine, entry: dict) -> None:
 
 def check_vad(engine, entry: dict) -> None:
     audio = clip()
-    times = []
-    for _ in range(REPEATS):
-        t0 = time.monotonic()
-        segments = engine.speech(audio)
-        times.append(time.monotonic() - t0)
+    times, segments = repeat(lambda: engine.speech(audio))
     entry["speech_regions"] = len(segments)
     entry["clip_s"] = CLIP_S
     entry["speech_s"] = spread(times)

@@ -271,6 +271,39 @@ def test_faster_whisper_activates_the_download_on_cuda_only(monkeypatch, tmp_pat
     assert fw.cuda_hint("out of memory") == ""
 
 
+def test_cublas_missing_at_the_first_encode_falls_back_naming_the_download(monkeypatch):
+    """CTranslate2 opens cuBLAS at the first encode (the warm-up), not at load: seen on an H200
+    with CUDA 13 only. The CPU fallback's notice still says how to get CUDA 12's cuBLAS."""
+    from types import SimpleNamespace
+
+    from s2s_desktop import devices
+    from s2s_desktop.config import STTSettings
+    from s2s_desktop.engines.stt import faster_whisper as fw
+
+    class Model:  # stands for a loaded WhisperModel: only the encode needs cuBLAS
+        def __init__(self, device: str):
+            self.device = device
+
+        def transcribe(self, audio, **kwargs):
+            if self.device == "cuda":
+                raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+            return iter([SimpleNamespace(text=" hello")]), SimpleNamespace(language="en")
+
+    class Engine(fw.FasterWhisperSTT):
+        def load(self):
+            self.model, self.loaded = Model(self.device), True
+
+    monkeypatch.setattr(cuda.store, "is_installed", lambda: False)
+    notices: list[str] = []
+    engine = devices.load_with_fallback(
+        lambda device: Engine(STTSettings(), device), "cuda", notices.append, "stt"
+    )
+    assert engine.device == "cpu"
+    assert len(notices) == 1
+    assert "libcublas.so.12" in notices[0] and "s2s-desktop cuda install" in notices[0]
+    assert "running on CPU" in notices[0]
+
+
 # ---------------------------------------------------------------- CLI
 
 

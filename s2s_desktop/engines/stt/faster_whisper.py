@@ -154,12 +154,9 @@ class FasterWhisperSTT(STTEngine):
                 ) from exc
             raise ModelLoadError(self._load_message(path, exc)) from exc
         except (RuntimeError, OSError) as exc:
-            text = str(exc)
-            if base == "cuda" and any(k in text.lower() for k in ("cuda", "cublas", "cudnn")):
-                raise DeviceUnavailable(
-                    f"faster-whisper could not use {self.device} ({text.splitlines()[0]}): "
-                    f"{cuda_hint(text)}set stt.device=cpu"
-                ) from exc
+            unavailable = self._cuda_unavailable(exc)
+            if unavailable:
+                raise unavailable from exc
             raise ModelLoadError(self._load_message(path, exc)) from exc
         self.compute_type = compute
         log.info(
@@ -170,6 +167,19 @@ class FasterWhisperSTT(STTEngine):
             compute,
         )
         self.loaded = True
+
+    def _cuda_unavailable(self, exc: Exception) -> DeviceUnavailable | None:
+        """A CUDA library problem as DeviceUnavailable saying what to install, else None.
+        CTranslate2 opens cuBLAS only at the first encode, so this fits load and warm-up."""
+        text = str(exc)
+        if split_device(self.device)[0] != "cuda" or not any(
+            k in text.lower() for k in ("cuda", "cublas", "cudnn")
+        ):
+            return None
+        return DeviceUnavailable(
+            f"faster-whisper could not use {self.device} ({(text.splitlines() or [''])[0]}): "
+            f"{cuda_hint(text)}set stt.device=cpu"
+        )
 
     @staticmethod
     def _load_message(path: Path, exc: Exception) -> str:
@@ -185,7 +195,13 @@ class FasterWhisperSTT(STTEngine):
         if self.model is None:
             self.load()
         noise = np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
-        self._decode(noise * 1e-3, self._language(None), max_new_tokens=4, temperature=0.0)
+        try:
+            self._decode(noise * 1e-3, self._language(None), max_new_tokens=4, temperature=0.0)
+        except RuntimeError as exc:  # seen on CUDA 13: "Library libcublas.so.12 is not found"
+            unavailable = self._cuda_unavailable(exc)
+            if unavailable:
+                raise unavailable from exc
+            raise
 
     def unload(self) -> None:
         self.model = None
