@@ -37,6 +37,7 @@ def test_optional_backend():
 
 def run_probe(tmp_path: Path, ci: bool) -> tuple[subprocess.CompletedProcess, str]:
     (tmp_path / "test_probe.py").write_text(PROBE)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not the project's settings
     summary = tmp_path / "summary.md"
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_STEP_SUMMARY")}
     env.update(PYTHONPATH=str(ROOT), GITHUB_STEP_SUMMARY=str(summary), S2S_TEST_LANE="probe")
@@ -44,7 +45,7 @@ def run_probe(tmp_path: Path, ci: bool) -> tuple[subprocess.CompletedProcess, st
         env["CI"] = "true"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "tests.helpers.ci_gate", "-p",
-         "no:cacheprovider", "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path)],
+         "no:cacheprovider", "-c", str(tmp_path / "pytest.ini"), str(tmp_path)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     return proc, summary.read_text() if summary.exists() else ""
