@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -147,16 +148,30 @@ class DesktopApp(AppWindows, QObject):
         if self.settings.ui.show_conversation:
             self.window.show()
         self.pipeline.start()  # each stage loads its model in its own thread
-        if self.settings.audio.keep_mic_open:
-            try:
-                self.mic.open()  # warm, so the pre-roll holds audio from before the first press
-            except AudioDeviceError as exc:
-                self.controller.report_error(str(exc))
-                self.show_notice(str(exc), error=True)
+        # kept open: the pre-roll holds audio from before the first press; else opened once
+        # and closed, so the first press opens as fast as every later one
+        QTimer.singleShot(0, self._prepare_microphone)
         self.hotkey.start()
         self._first_run_help()
         self._first_run_models()
         return True
+
+    def _prepare_microphone(self) -> None:
+        if not self.settings.audio.keep_mic_open:
+            if isinstance(self.mic, Microphone):  # off the GUI thread: it can take seconds
+                threading.Thread(target=self._warm_up_microphone, daemon=True).start()
+            return
+        try:
+            self.mic.open()
+        except AudioDeviceError as exc:
+            self.controller.report_error(str(exc))
+            self.show_notice(str(exc), error=True)
+
+    def _warm_up_microphone(self) -> None:
+        try:
+            self.mic.warm_up()
+        except AudioDeviceError as exc:  # said again, with its fix, at the press
+            log.info("microphone warm-up failed: %s", exc)
 
     def _state_changed(self, state: str, detail: str) -> None:
         self._speaker_follows(state)

@@ -18,6 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import starter_available
@@ -84,20 +85,29 @@ def desk(tmp_path_factory):
 def ask_150ms_after_the_press(env, question: Path) -> tuple[float, list[str]]:
     """Hold the talk key, start speaking ~150 ms later, let go. Returns (when the speech
     really began after the key went down, in ms; the recording streams while held)."""
+    from s2s_desktop.audio.files import read_audio
+
+    pcm = (np.clip(read_audio(question), -1, 1) * 32767).astype("<i2").tobytes()
     mouth = MonitorRecorder(env, device="micsrc.monitor")
+    # paplay starts (and connects) before the press; the speech is written 150 ms after it
+    player = subprocess.Popen(
+        ["paplay", "--raw", "--rate=16000", "--channels=1", "--format=s16le",
+         "--device=micsrc", "--latency-msec=20"],
+        env=env, stdin=subprocess.PIPE,
+    )  # fmt: skip
     time.sleep(1.0)
     pressed = time.monotonic()
     subprocess.run(["xdotool", "keydown", COMBO], env=env, check=True, timeout=10)
     time.sleep(max(0.0, 0.15 - (time.monotonic() - pressed)))
-    subprocess.run(
-        ["paplay", "--device=micsrc", "--latency-msec=20", str(question)], env=env, timeout=30
-    )
+    player.stdin.write(pcm)
+    player.stdin.close()
+    player.wait(30)
     open_during = recording_streams(env)
-    times, pcm = mouth.samples(pressed, time.monotonic())
+    times, heard = mouth.samples(pressed, time.monotonic())
     mouth.stop()
     time.sleep(0.3)
     subprocess.run(["xdotool", "keyup", COMBO], env=env, check=True, timeout=10)
-    began = onset(times, pcm)
+    began = onset(times, heard)
     return ((began - pressed) * 1000 if began is not None else 1e9), open_during
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 from PySide6.QtWidgets import QAbstractSlider, QApplication
 
@@ -274,3 +275,14 @@ def test_a_microphone_slow_to_start_is_not_taken_for_unplugged():
     clock.t += 1.5  # once it delivered, a pause this long means it is gone
     with pytest.raises(AudioDeviceError, match="stopped delivering audio"):
         mic.check()
+
+
+def test_a_warm_up_at_start_leaves_the_microphone_closed():
+    import threading
+
+    sd, clock = FakeSD(), Clock()
+    mic = Microphone(sd=sd, clock=clock, keep_open=False)
+    feeder = threading.Timer(0.05, lambda: sd.streams[-1].feed(np.zeros(320, np.float32)))
+    feeder.start()
+    took = mic.warm_up(timeout_s=2.0)  # waits (in real time) for that first block
+    assert took is not None and not mic.is_open and not sd.streams[-1].active

@@ -49,6 +49,7 @@ class Microphone:
         self._block_ms = block_ms
         self.clock = clock
         self._lock = threading.Lock()
+        self._warming = threading.Lock()  # a warm-up (in its own thread) and a press never race
         self._stream = None
         self.rate = SAMPLE_RATE
         self.label = ""
@@ -113,6 +114,22 @@ class Microphone:
         self.label = device_label(sd, index, "input")
         log.info("microphone open: %s at %d Hz", self.label, rate)
 
+    def warm_up(self, timeout_s: float = 2.0) -> float | None:
+        """Open, wait for the first block, close: the sound system's first open of a run is
+        the slow one (1.4-2 s through PulseAudio here, ~30 ms after), so the first press is
+        as quick as the next. Returns that first open's time to the first sample (ms).
+        Safe to run in a thread: a press meanwhile waits for it."""
+        with self._warming:
+            self.open()
+            deadline = self.clock() + timeout_s
+            while self.open_to_first_sample_ms is None and self.clock() < deadline:
+                time.sleep(0.01)
+            took = self.open_to_first_sample_ms
+            if not self.keep_open:
+                self.close()
+        log.info("microphone warmed up: first audio after %s ms", took)
+        return took
+
     def close(self) -> None:
         with self._lock:
             stream, self._stream = self._stream, None
@@ -164,7 +181,8 @@ class Microphone:
         (none from before `since`). `on_chunk` gets the recording as it grows, 16 kHz mono,
         pre-roll first (from the audio thread). Opens the device on first use or after a loss."""
         if self._stream is None or self._lost:
-            self.open()
+            with self._warming:
+                self.open()
         self.check()
         with self._lock:  # under the lock, so pre-roll and new blocks are passed on in order
             blocks = [b for t, b in self._ring if since is None or t > since]
