@@ -22,12 +22,13 @@ from .audio.microphone import Microphone
 from .audio.speaker import SpeakerSink
 from .controller import ERROR, IDLE, LISTENING, AppController
 from .errors import AudioDeviceError, S2SError
-from .history import Exchange, History
+from .history import Exchange, History, current_conversation
 from .hotkey.client import HotkeyClient
 from .ipc import CommandServer
 from .launch import Launch, resolve_launch
 from .pipeline.pipeline import Pipeline
 from .pipeline.turns import Conversation
+from .states import TurnReason
 from .ui.app_windows import AppWindows
 
 log = logging.getLogger(__name__)
@@ -66,9 +67,7 @@ class DesktopApp(AppWindows, QObject):
 
         self.history = History(enabled=settings.ui.history_enabled)
         earlier, problems = self.history.load()
-        self.conversation = Conversation(
-            [(e.user, e.assistant) for e in earlier if e.reason in ("ok", "interrupted")]
-        )
+        self.conversation = Conversation(current_conversation(earlier))
         # mic / speaker are injectable so tests can run the whole app without sound hardware
         self.speaker = speaker or SpeakerSink(
             settings.audio.output_device, on_notice=self.notice_posted.emit
@@ -131,6 +130,8 @@ class DesktopApp(AppWindows, QObject):
         self.hotkey.ready.connect(lambda combo: self._state_changed(c.state, c.detail))
         a.talk.triggered.connect(lambda: c.toggle("tray"))
         a.conversation.triggered.connect(self.show_conversation)
+        a.new_conversation.triggered.connect(self.new_conversation)
+        self.window.new_conversation_requested.connect(self.new_conversation)
         a.settings.triggered.connect(self.open_settings)
         a.models.triggered.connect(self.open_models)
         a.pause_hotkey.toggled.connect(self._pause_hotkey)
@@ -201,7 +202,7 @@ class DesktopApp(AppWindows, QObject):
             return
         self._asked[turn] = f"{self._session}-{turn}"
         self.history.append(
-            Exchange(user=text.strip(), assistant="", reason="unanswered", id=self._asked[turn])
+            Exchange(text.strip(), "", reason=TurnReason.UNANSWERED, id=self._asked[turn])
         )
 
     def _remember_turn(self, rec: dict) -> None:
@@ -228,6 +229,14 @@ class DesktopApp(AppWindows, QObject):
         for view in (self.tray, self.floating, self.window):
             if view is not None:
                 view.show_notice(text, error)
+
+    def new_conversation(self) -> None:
+        """Start over: the assistant forgets the earlier exchanges (they stay in the window
+        and the saved history, after a marker that a restart honours too)."""
+        self.pipeline.new_conversation()
+        self.history.append(Exchange("", "", reason=TurnReason.NEW_CONVERSATION))
+        self.window.mark_new_conversation()
+        self.show_notice("New conversation: the earlier questions are forgotten")
 
     def _pause_hotkey(self, paused: bool) -> None:
         self.hotkey.set_paused(paused)

@@ -92,6 +92,18 @@ class Exchange:
         )
 
 
+def current_conversation(exchanges: list[Exchange]) -> list[tuple[str, str]]:
+    """The exchanges the LLM sees again after a restart: those since the last "new
+    conversation", answered (in full, or as far as they were spoken)."""
+    marks = [i + 1 for i, e in enumerate(exchanges) if e.reason == TurnReason.NEW_CONVERSATION]
+    kept = exchanges[max(marks, default=0) :]
+    return [
+        (e.user, e.assistant)
+        for e in kept
+        if e.reason in (TurnReason.OK, TurnReason.INTERRUPTED)
+    ]
+
+
 class History:
     def __init__(self, path: Path | None = None, enabled: bool = True):
         self.path = Path(path) if path is not None else data_dir() / FILENAME

@@ -31,6 +31,7 @@ class TurnReason(StrEnum):
     TOO_SHORT = "too short"  # a tap: the press was shorter than audio.min_press_ms
     ERROR = "error"
     UNANSWERED = "unanswered"  # the app stopped mid-turn (read back from history)
+    NEW_CONVERSATION = "new conversation"  # a history marker: the assistant forgot before
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,10 @@ def test_tray_menu_has_the_controls_in_order(qapp):
     actions = AppActions()
     tray = TrayIcon(actions)
     texts = [a.text() for a in tray.menu.actions() if not a.isSeparator()]
-    assert texts[1:] == ["Talk", "Conversation…", "Settings…", "Models…", "Pause Hotkey", "Quit"]
+    assert texts[1:] == [
+        "Talk", "Conversation…", "New Conversation", "Settings…", "Models…", "Pause Hotkey",
+        "Quit",
+    ]  # fmt: skip
     assert not tray.status_action.isEnabled() and "Loading models" in texts[0]
     assert not actions.talk.isEnabled()  # loading: nothing to talk to yet
     key = tray.icon().cacheKey()
@@ -159,6 +162,23 @@ def test_history_is_shown_again_and_remembered_at_the_next_start(qtbot, desktop,
     talk_from_tray(qtbot, second)
     prompt = second.pipeline.llm.engine.seen[-1]  # the LLM saw the earlier run's exchange
     assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]
+
+
+def test_new_conversation_forgets_the_earlier_questions_also_after_a_restart(qtbot, desktop):
+    first = desktop()
+    talk_from_tray(qtbot, first)
+    first.actions.new_conversation.trigger()  # the tray menu's "New Conversation"
+    assert "new conversation" in first.window.view.toPlainText()
+    talk_from_tray(qtbot, first)
+    prompt = first.pipeline.llm.engine.seen[-1]
+    assert [m["role"] for m in prompt] == ["system", "user"]  # the first exchange is gone
+    first.window.new_button.click()  # the conversation window's button does the same
+    assert first.conversation.exchanges() == []
+    first.shutdown()
+    second = desktop()
+    assert second.conversation.exchanges() == []  # the marker holds after a restart
+    text = second.window.view.toPlainText()
+    assert text.count("Capital of France?") == 2 and "new conversation" in text
 
 
 def test_an_interrupted_reply_is_kept_as_far_as_it_was_spoken(qtbot, desktop):

@@ -20,6 +20,10 @@ class AppActions(QObject):
         super().__init__(parent)
         self.talk = QAction("Talk", self)
         self.conversation = QAction("Conversation…", self)
+        self.new_conversation = QAction("New Conversation", self)
+        self.new_conversation.setToolTip(
+            "Start over: the assistant forgets the earlier questions (the history stays)"
+        )
         self.settings = QAction("Settings…", self)
         self.models = QAction("Models…", self)
         self.pause_hotkey = QAction("Pause Hotkey", self, checkable=True)
@@ -31,6 +35,7 @@ class AppActions(QObject):
         return [
             self.talk,
             self.conversation,
+            self.new_conversation,
             self.settings,
             self.models,
             self.pause_hotkey,

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..history import Exchange, History
+from ..states import TurnReason
 from .icons import state_icon
 
 
@@ -58,6 +59,7 @@ def latency_line(t: dict, stt_while_speaking: bool = False) -> str:
 
 class ConversationWindow(QWidget):
     cleared = Signal()
+    new_conversation_requested = Signal()
 
     def __init__(
         self,
@@ -96,11 +98,17 @@ class ConversationWindow(QWidget):
         self.copy_button = QPushButton("Copy")
         self.copy_button.setToolTip("Copy the conversation (or the selected text)")
         self.copy_button.clicked.connect(self.copy)
+        self.new_button = QPushButton("New Conversation")
+        self.new_button.setToolTip(
+            "Start over: the assistant forgets the earlier questions (they stay shown here)"
+        )
+        self.new_button.clicked.connect(self.new_conversation_requested)
         self.clear_button = QPushButton("Clear")
         self.clear_button.setToolTip("Forget the whole conversation, saved history included")
         self.clear_button.clicked.connect(lambda: self.clear(confirm=True))
         bar = QHBoxLayout()
         bar.addWidget(self.status, 1)
+        bar.addWidget(self.new_button)
         bar.addWidget(self.copy_button)
         bar.addWidget(self.clear_button)
         layout = QVBoxLayout(self)
@@ -159,10 +167,18 @@ class ConversationWindow(QWidget):
         self.status.setText(text)
 
     # ------------------------------------------------------------------ actions
+    def mark_new_conversation(self) -> None:
+        """A line where the assistant's memory starts over."""
+        self.entries[("new", len(self.entries))] = Entry(reason=TurnReason.NEW_CONVERSATION)
+        self.render()
+
     def text(self) -> str:
         """The conversation as plain text."""
         out = []
         for e in self.entries.values():
+            if e.reason == TurnReason.NEW_CONVERSATION:
+                out += ["— new conversation —", ""]
+                continue
             out.append(f"You: {e.user}")
             if e.assistant or e.reason:
                 out.append(
@@ -238,6 +254,8 @@ class ConversationWindow(QWidget):
         def esc(text: str) -> str:
             return html.escape(text).replace("\n", "<br>")
 
+        if e.reason == TurnReason.NEW_CONVERSATION:
+            return "<p align='center' style='color:gray'>— new conversation —</p><hr>"
         when = time.strftime("%H:%M", time.localtime(e.when))
         parts = [
             f"<p><b>You</b> <span style='color:gray'>{when}</span><br>"
@@ -249,7 +267,7 @@ class ConversationWindow(QWidget):
         if e.reason == "":
             word = RUNNING_WORDS.get(state, "thinking…")
             reply = (reply + " ▍") if reply else f"<i style='color:gray'>{word}</i>"
-        elif e.reason == "unanswered":
+        elif e.reason == TurnReason.UNANSWERED:
             reply = "<i style='color:gray'>(no reply: the app stopped before answering)</i>"
         elif e.reason == "interrupted":
             reply += " <i style='color:gray'>(interrupted)</i>"

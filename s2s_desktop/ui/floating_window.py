@@ -74,6 +74,7 @@ class FloatingWindow(QWidget):
         for i, action in enumerate(
             (
                 actions.conversation,
+                actions.new_conversation,
                 actions.settings,
                 actions.models,
                 actions.pause_hotkey,
