@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +35,15 @@ def token_budget(n_samples: int) -> int:
     return min(MAX_NEW_TOKENS, 24 + 16 * math.ceil(seconds))
 
 
-SHORT_CLIP_S = 25.0  # clips up to this long are encoded in a shortened window
+SHORT_CLIP_S = 25.0  # longer recordings are cut at quiet spots into pieces this long at most
 MIN_WINDOW_FRAMES = 1000  # 10 s: measured best (docs/performance.md); far less risks loops
+FULL_FRAMES = 3000  # Whisper's own 30 s window
+WINDOW_SAMPLES = 30 * SAMPLE_RATE
+# A short-window decode this unsure (its least sure word, or its average token) is checked
+# against the full window, and the surer of the two is kept (docs/performance.md).
+UNSURE_WORD = 0.45
+UNSURE_AVG_LOGPROB = -0.4
+CLEARLY_SURER = 0.1  # avg log-probability by which an unsure short decode beats the full one
 
 
 def encoder_frames(n_samples: int) -> int:
@@ -43,7 +51,39 @@ def encoder_frames(n_samples: int) -> int:
     at most Whisper's 30 s. The encoder's cost grows with the window, so a 2 s question costs
     a third of a full 30 s window."""
     frames = n_samples // 160 + 200
-    return int(min(3000, max(MIN_WINDOW_FRAMES, math.ceil(frames / 100) * 100)))
+    return int(min(FULL_FRAMES, max(MIN_WINDOW_FRAMES, math.ceil(frames / 100) * 100)))
+
+
+def split_windows(audio: np.ndarray, quiet_search_s: float = 5.0,
+                  window: int = WINDOW_SAMPLES) -> list[np.ndarray]:
+    """Cut `audio` into pieces of at most `window` samples, each cut at the quietest 100 ms in
+    the last `quiet_search_s` seconds before the limit, so a word is rarely split in two."""
+    pieces, start, n = [], 0, audio.size
+    frame, search = SAMPLE_RATE // 10, int(quiet_search_s * SAMPLE_RATE)
+    while n - start > window:
+        lo, hi = start + window - search, start + window
+        frames = audio[lo:hi][: (hi - lo) // frame * frame].reshape(-1, frame)
+        cut = lo + int(np.argmin(np.square(frames).mean(axis=1))) * frame + frame // 2
+        pieces.append(audio[start:cut])
+        start = cut
+    pieces.append(audio[start:])
+    return pieces
+
+
+@dataclass
+class Decoded:
+    """One window's decode: its text, and how sure the model was of it."""
+
+    text: str
+    language: str
+    avg_logprob: float
+    least_sure_word: float
+
+    def unsure(self) -> bool:
+        return self.least_sure_word < UNSURE_WORD or self.avg_logprob < UNSURE_AVG_LOGPROB
+
+    def result(self) -> STTResult:
+        return STTResult(self.text, self.language)
 
 
 def split_device(device: str) -> tuple[str, int]:
@@ -222,27 +262,52 @@ class FasterWhisperSTT(STTEngine):
         return lang
 
     def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
-        if self.model is None:
-            self.load()
-        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        audio = self._prepare(audio)
         if audio.size == 0:
             return STTResult("")
         lang = self._language(language)
-        if self.settings.short_window and audio.size <= SHORT_CLIP_S * SAMPLE_RATE:
+        if self.settings.short_window:
             try:
-                return self._decode_short(audio, lang, token_budget(audio.size))
+                return self._transcribe_windows(audio, lang)
             except (RuntimeError, ValueError) as exc:  # a model with a fixed 30 s window
                 log.info("short-window decode not possible (%s); using the full window", exc)
         return self._decode(audio, lang, token_budget(audio.size))
 
-    def _decode_short(self, audio: np.ndarray, language: str | None,
-                      max_new_tokens: int) -> STTResult:
-        """Encode only the clip's own window and decode greedily (faster-whisper itself always
-        pads to 30 s)."""
+    def _prepare(self, audio: np.ndarray) -> np.ndarray:
+        if self.model is None:
+            self.load()
+        return np.asarray(audio, dtype=np.float32).reshape(-1)
+
+    def _transcribe_windows(self, audio: np.ndarray, language: str | None) -> STTResult:
+        """Pieces of at most SHORT_CLIP_S (cut at quiet spots), each in its own short window
+        with the text before it as context, so a long recording keeps every word."""
+        pieces = split_windows(audio, window=int(SHORT_CLIP_S * SAMPLE_RATE))
+        texts, lang = [], language
+        for piece in pieces:
+            prompt = " ".join(texts)[-400:]
+            decoded = self._generate(piece, lang, encoder_frames(piece.size),
+                                     token_budget(piece.size), prompt=prompt)
+            decoded = self._second_opinion(decoded, piece, lang, prompt)
+            lang = lang or decoded.language
+            texts.append(decoded.text)
+        return STTResult(" ".join(t for t in texts if t), lang or "en")
+
+    def _second_opinion(self, short: Decoded, audio: np.ndarray, language: str | None,
+                        prompt: str = "") -> Decoded:
+        """The short window mishears some voices ("capital and friends"): where it is unsure,
+        the full window decodes too, and wins unless the short one is clearly surer."""
+        if not short.unsure() or encoder_frames(audio.size) == FULL_FRAMES:
+            return short
+        full = self._full_window(audio, language, token_budget(audio.size), prompt=prompt)
+        return short if short.avg_logprob > full.avg_logprob + CLEARLY_SURER else full
+
+    def _generate(self, audio: np.ndarray, language: str | None, frames: int,
+                  max_new_tokens: int, prompt: str = "") -> Decoded:
+        """Encode `frames` mel frames (faster-whisper itself always pads to 30 s), decode
+        greedily after the previous-text `prompt`, and measure how sure each word was."""
         import ctranslate2
         from faster_whisper.tokenizer import Tokenizer
 
-        frames = encoder_frames(audio.size)
         features = self.model.feature_extractor(audio, padding=max(0, frames * 160 - audio.size))
         features = np.ascontiguousarray(features[None, :, :frames], dtype=np.float32)
         encoded = self.model.model.encode(ctranslate2.StorageView.from_array(features),
@@ -253,13 +318,25 @@ class FasterWhisperSTT(STTEngine):
             language = best.strip("<|>")
         tokenizer = Tokenizer(self.model.hf_tokenizer, multilingual, task="transcribe",
                               language=language if multilingual else "en")
-        prompt = list(tokenizer.sot_sequence) + [tokenizer.no_timestamps]
+        before = []
+        if prompt.strip():  # the last 223 tokens, as faster-whisper does
+            before = [tokenizer.sot_prev] + tokenizer.encode(" " + prompt.strip())[-223:]
+        start = before + list(tokenizer.sot_sequence) + [tokenizer.no_timestamps]
         result = self.model.model.generate(
-            encoded, [prompt], beam_size=max(1, int(self.settings.beam_size)),
-            max_length=len(prompt) + max_new_tokens, suppress_blank=True, suppress_tokens=[-1],
+            encoded, [start], beam_size=max(1, int(self.settings.beam_size)),
+            max_length=min(448, len(start) + max_new_tokens), suppress_blank=True,
+            suppress_tokens=[-1], return_scores=True,
         )[0]
-        text = tokenizer.decode(result.sequences_ids[0]).strip()
-        return STTResult(text, language or "en")
+        ids = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
+        # the words' probabilities; cheap next to the encoder (~4 ms of 170 here)
+        aligned = self.model.find_alignment(tokenizer, [ids], encoded,
+                                            min(frames, audio.size // 160))[0] if ids else []
+        return Decoded(
+            text=tokenizer.decode(ids).strip(),
+            language=language or "en",
+            avg_logprob=float(result.scores[0]) if result.scores else 0.0,
+            least_sure_word=min((float(w["probability"]) for w in aligned), default=1.0),
+        )
 
     def _decode(
         self,
@@ -267,7 +344,13 @@ class FasterWhisperSTT(STTEngine):
         language: str | None,
         max_new_tokens: int,
         temperature: float | None = None,
+        prompt: str = "",
     ) -> STTResult:
+        return self._full_window(audio, language, max_new_tokens, temperature, prompt).result()
+
+    def _full_window(self, audio: np.ndarray, language: str | None, max_new_tokens: int,
+                     temperature: float | None = None, prompt: str = "") -> Decoded:
+        """faster-whisper's own decode: 30 s windows, temperature fallback."""
         extra = {} if temperature is None else {"temperature": temperature}
         segments, info = self.model.transcribe(
             audio,
@@ -275,10 +358,17 @@ class FasterWhisperSTT(STTEngine):
             task="transcribe",
             beam_size=max(1, int(self.settings.beam_size)),
             condition_on_previous_text=False,  # one utterance: nothing earlier to lean on
+            initial_prompt=prompt.strip() or None,
             vad_filter=False,  # our VAD already trimmed the silence
             without_timestamps=True,
             max_new_tokens=max_new_tokens,
             **extra,
         )
-        text = "".join(seg.text for seg in segments).strip()  # the generator runs the decode
-        return STTResult(text, info.language)
+        segments = list(segments)  # the generator runs the decode
+        return Decoded(
+            text="".join(seg.text for seg in segments).strip(),
+            language=info.language,
+            avg_logprob=float(np.mean([seg.avg_logprob for seg in segments])) if segments
+            else 0.0,
+            least_sure_word=1.0,
+        )

@@ -19,11 +19,10 @@ from ...errors import (
 )
 from ...models.resolve import resolve_model
 from ..base import SAMPLE_RATE, STTEngine, STTResult
-from .faster_whisper import VERIFY_HINT, split_device, token_budget
+from .faster_whisper import VERIFY_HINT, split_device, split_windows, token_budget
 
 log = logging.getLogger(__name__)
 
-WINDOW_SAMPLES = 30 * SAMPLE_RATE  # Whisper's encoder sees 30 s at a time
 FLOAT_TYPES = ("float16", "bfloat16", "float32")
 PROMPT_TOKENS = 4  # <|startoftranscript|> <|lang|> <|transcribe|> <|notimestamps|>
 
@@ -45,21 +44,6 @@ def checkpoint_folder(ref: str) -> Path:
         f"no Whisper weights (model.safetensors) in {path}: point stt.model at a transformers "
         "Whisper folder, or use stt.backend=faster-whisper for a CTranslate2 model"
     )
-
-
-def split_windows(audio: np.ndarray, quiet_search_s: float = 5.0) -> list[np.ndarray]:
-    """Cut `audio` into pieces of at most 30 s, each cut at the quietest 100 ms in the last
-    `quiet_search_s` seconds before the limit, so a word is rarely split in two."""
-    pieces, start, n = [], 0, audio.size
-    frame, search = SAMPLE_RATE // 10, int(quiet_search_s * SAMPLE_RATE)
-    while n - start > WINDOW_SAMPLES:
-        lo, hi = start + WINDOW_SAMPLES - search, start + WINDOW_SAMPLES
-        frames = audio[lo:hi][: (hi - lo) // frame * frame].reshape(-1, frame)
-        cut = lo + int(np.argmin(np.square(frames).mean(axis=1))) * frame + frame // 2
-        pieces.append(audio[start:cut])
-        start = cut
-    pieces.append(audio[start:])
-    return pieces
 
 
 class TransformersWhisperSTT(STTEngine):
