@@ -2,8 +2,12 @@
 against the sequential baseline and the ideal, on the same loaded models.
 
 A press is simulated the way a person makes one: 0.3 s of quiet before speaking (the
-pre-roll), the question, 0.3 s of quiet before the key comes up, fed in 100 ms chunks at
-real-time pace, so live transcription works exactly as with a microphone.
+pre-roll), the question with espeak's trailing silence trimmed, and the key comes up with the
+last word (or 0.15 / 0.3 s later in the hold sweep). The recording is fed in the microphone's
+20 ms blocks, each when it would have been recorded, so live transcription works exactly as
+with a microphone. Each run also holds one conversation of HELD_OUT questions, so the history
+grows past its window. Where an output device opens, replies are played on it and the time
+its callback takes the first sample is reported (`to_device_ms`).
 """
 
 from __future__ import annotations
@@ -16,15 +20,26 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 from .audio.files import read_audio
+from .audio.sink import CaptureSink
+from .bench_measures import (
+    by_group,
+    ideal_ms,
+    longest_gap_ms,
+    stats,
+    trim_trailing_silence,
+    wer,
+)
+from .bench_report import format_table, plot_timeline
 from .config import Settings, cache_dir
 from .engines.vad.trim import trim
-from .errors import S2SError
+from .errors import AudioDeviceError, S2SError
 from .pipeline.chunker import SentenceChunker
 
 QUESTIONS = {
@@ -39,46 +54,57 @@ QUESTIONS = {
         "How does a refrigerator keep food cold?",
     ],
 }
-PREROLL_S, TRAIL_S, CHUNK_S = 0.3, 0.3, 0.1
+# Never used to tune the chunker or the STT: the conversation and the hold sweep.
+HELD_OUT = [
+    "Which animal is the tallest in the world?",
+    "How many days are there in a leap year?",
+    "What do bees make from flowers?",
+    "Who wrote the play Romeo and Juliet?",
+    "At what temperature does water boil?",
+    "How many continents are there?",
+    "Which ocean is the biggest?",
+    "What colour do you get when you mix blue and yellow?",
+    "How many minutes are there in an hour?",
+    "What is the opposite of cold?",
+    "Which planet is closest to the sun?",
+    "What language do people speak in Brazil?",
+]
+HOLDS_S = (0.0, 0.15, 0.3)  # key released this long after the last word
+PREROLL_S, CHUNK_S = 0.3, 0.02
+BETWEEN_TURNS_S = 1.0  # a person's pause before the next question
+PACE = 1.0  # seconds of wall time per second of recording (tests speed it up)
 SAMPLE_RATE = 16000
 
 
+def spoken(folder: Path, name: str, text: str) -> np.ndarray:
+    """`text` spoken by espeak-ng (cached), up to the end of its last word."""
+    path = folder / f"{name}.wav"
+    if not path.exists():
+        subprocess.run(
+            ["espeak-ng", "-v", "en-us", "-s", "160", "-w", str(path), text],
+            check=True,
+            capture_output=True,
+        )
+    return trim_trailing_silence(read_audio(path), SAMPLE_RATE)
+
+
 def spoken_questions(folder: Path) -> dict[str, list[tuple[str, np.ndarray]]]:
-    """The fixed question set, spoken by espeak-ng once and cached."""
+    """The fixed question classes and the held-out set, spoken once and cached."""
     if shutil.which("espeak-ng") is None:
         raise S2SError(
             "the benchmark speaks its questions with espeak-ng: install it "
             "(apt-get install espeak-ng / brew install espeak-ng)"
         )
     folder.mkdir(parents=True, exist_ok=True)
-    out: dict[str, list[tuple[str, np.ndarray]]] = {}
-    for cls, texts in QUESTIONS.items():
-        out[cls] = []
-        for i, text in enumerate(texts):
-            path = folder / f"{cls}-{i}.wav"
-            if not path.exists():
-                subprocess.run(
-                    ["espeak-ng", "-v", "en-us", "-s", "160", "-w", str(path), text],
-                    check=True,
-                    capture_output=True,
-                )
-            out[cls].append((text, read_audio(path)))
-    return out
+    sets = dict(QUESTIONS, held_out=HELD_OUT)
+    return {
+        cls: [(text, spoken(folder, f"{cls}-{i}", text)) for i, text in enumerate(texts)]
+        for cls, texts in sets.items()
+    }
 
 
 def _quiet(seconds: float) -> np.ndarray:
     return np.zeros(int(seconds * SAMPLE_RATE), np.float32)
-
-
-def stats(values: list[float]) -> dict[str, float | None]:
-    values = [v for v in values if v is not None]
-    if not values:
-        return {"median": None, "min": None, "max": None}
-    return {
-        "median": round(statistics.median(values), 1),
-        "min": round(min(values), 1),
-        "max": round(max(values), 1),
-    }
 
 
 def _ms(seconds: float) -> float:
@@ -90,13 +116,58 @@ def peak_memory_mb() -> float:
     return round(peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024, 1)
 
 
+class BenchSink(CaptureSink):
+    """Keeps what is played (replies, gaps) and, where an output device opens, plays it there
+    too, so the time the device callback takes each turn's first sample is known."""
+
+    def __init__(self, speaker=None):
+        super().__init__()
+        self.speaker = speaker
+
+    def play(self, pcm, sample_rate, turn):
+        super().play(pcm, sample_rate, turn)
+        if self.speaker is not None:
+            self.speaker.play(pcm, sample_rate, turn)
+
+    def drain(self, turn, stop):
+        if self.speaker is not None:
+            self.speaker.drain(turn, stop)
+
+    def flush(self):
+        super().flush()
+        if self.speaker is not None:
+            self.speaker.flush()
+
+    def close(self):
+        if self.speaker is not None:
+            self.speaker.close()
+
+    def to_device(self, turn: int) -> float | None:
+        return self.speaker.first_heard(turn) if self.speaker is not None else None
+
+
+def open_speaker(settings: Settings):
+    """A SpeakerSink on the configured output, or None where no output device opens."""
+    try:
+        from .audio.speaker import SpeakerSink
+
+        speaker = SpeakerSink(settings.audio.output_device)
+        speaker.open(SAMPLE_RATE)
+        return speaker
+    except (AudioDeviceError, OSError):
+        return None
+
+
 class Bench:
     def __init__(self, settings: Settings, runs: int):
         from .pipeline.runner import HeadlessSession
 
         self.settings, self.runs = settings, max(1, runs)
-        self.session = HeadlessSession(settings)
+        self.sink = BenchSink(open_speaker(settings))
+        self.session = HeadlessSession(settings, sink=self.sink)
         self.pipe = self.session.pipeline
+        self.heard: list[tuple[str, str]] = []  # (spoken text, transcript) of every turn
+        self._stt_full: dict[str, float] = {}
 
     def close(self):
         self.session.close()
@@ -107,21 +178,48 @@ class Bench:
         measurement reuses the KV cache of the same question asked just before."""
         self.pipe.llm.engine.warmup()
 
-    def streamed_turn(self, audio: np.ndarray) -> dict:
-        recording = np.concatenate([_quiet(PREROLL_S), audio, _quiet(TRAIL_S)])
-        self.pipe.conversation.clear()  # every question stands alone
-        self._fresh_llm()
+    def press(self, text: str, audio: np.ndarray, hold_s: float = 0.0,
+              fresh: bool = True) -> dict:
+        """One turn: the question spoken into the live pipeline, the key up `hold_s` after
+        the last word. Returns the turn's record with the bench's own figures added."""
+        recording = np.concatenate([_quiet(PREROLL_S), audio, _quiet(hold_s)])
+        if fresh:
+            self.pipe.conversation.clear()  # this question stands alone
+            self._fresh_llm()
         turn = self.pipe.begin_turn(source="bench")
         step = int(CHUNK_S * SAMPLE_RATE)
         start = time.monotonic()
-        for i, offset in enumerate(range(0, len(recording), step)):
-            self.pipe.feed(turn, recording[offset : offset + step])
-            # real-time pace, without drifting
-            time.sleep(max(0.0, start + (i + 1) * CHUNK_S - time.monotonic()))
+        for offset in range(0, len(recording), step):
+            block = recording[offset : offset + step]
+            # a block exists once it has been recorded
+            time.sleep(max(0.0, start + PACE * (offset + len(block)) / SAMPLE_RATE
+                           - time.monotonic()))
+            self.pipe.feed(turn, block)
         self.pipe.end_turn(turn)
         rec = self.session.wait(turn)
-        self.session.sink.forget(turn)
+        if rec["reason"] != "ok":
+            raise S2SError(f"bench turn failed ({rec['reason']}): {rec['error']}")
+        marks = dict(self.pipe.book.get(turn).marks)
+        device = self.sink.to_device(turn)
+        rate = self.sink.sample_rates.get(turn) or 1
+        chunks = [(t, len(p)) for t, p in zip(self.sink.chunk_times(turn),
+                                              self._chunks(turn), strict=True)]
+        self.sink.forget(turn)
+        if self.sink.speaker is not None:
+            self.sink.speaker.forget(turn)
+        self.heard.append((text, rec["transcript"]))
+        rec.update(
+            question=text,
+            marks=marks,
+            to_device_ms=_ms(device - marks["released"]) if device else None,
+            ideal_ms=ideal_ms(marks),
+            longest_gap_ms=longest_gap_ms(chunks, rate),
+        )
         return rec
+
+    def _chunks(self, turn: int) -> list[np.ndarray]:
+        with self.sink._lock:
+            return [pcm for _, pcm in self.sink.chunks.get(turn, [])]
 
     # -- standalone, on the same engines ---------------------------------------------------
     def _engines(self):
@@ -130,10 +228,20 @@ class Bench:
 
     def _speech(self, audio):
         vad = self._engines()[0]
-        t0 = time.perf_counter()
         segments = vad.speech(audio)
         pad = int(self.settings.vad.pad_ms * SAMPLE_RATE / 1000)
-        return trim(audio, segments, pad), _ms(time.perf_counter() - t0)
+        return trim(audio, segments, pad)
+
+    def stt_full_ms(self, text: str, audio: np.ndarray) -> float:
+        """A whole transcription of the question alone (the best of two), cached."""
+        if text not in self._stt_full:
+            stt, speech, times = self._engines()[1], self._speech(audio), []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                stt.transcribe(speech, self.settings.stt.language or None)
+                times.append(_ms(time.perf_counter() - t0))
+            self._stt_full[text] = min(times)
+        return self._stt_full[text]
 
     def _messages(self, text: str) -> list[dict]:
         from .engines.llm.history import build_messages
@@ -142,12 +250,10 @@ class Bench:
 
     def sequential(self, audio: np.ndarray) -> dict:
         """Transcribe all, generate the whole reply, synthesize all, then play."""
-        import threading
-
         _, stt, llm, tts = self._engines()
         self._fresh_llm()
         t0 = time.perf_counter()
-        speech, _ = self._speech(audio)
+        speech = self._speech(audio)
         text = stt.transcribe(speech, self.settings.stt.language or None).text
         reply = "".join(llm.stream(self._messages(text), threading.Event()))
         chunker = SentenceChunker()
@@ -162,95 +268,98 @@ class Bench:
             "reply": reply,
         }
 
-    def ideal(self, audio: np.ndarray, stt_left_ms: float | None) -> dict:
-        """Bare compute after release: VAD + the STT left + LLM to the first speakable piece +
-        TTS to that piece's first chunk, each measured alone. `stt_left_ms`: what the live
-        transcription still had to do at release (None: the whole recording was left)."""
-        import threading
+    # -- the parts of a run ----------------------------------------------------------------
+    def _ratio(self, rec: dict, audio: np.ndarray) -> float | None:
+        left = rec["timings_ms"]["stt_after_release"]
+        full = self.stt_full_ms(rec["question"], audio)
+        return left / full if left is not None and full > 0 else None
 
-        _, stt, llm, tts = self._engines()
-        speech, vad_ms = self._speech(audio)
-        t0 = time.perf_counter()
-        text = stt.transcribe(speech, self.settings.stt.language or None).text
-        stt_full_ms = _ms(time.perf_counter() - t0)
-        stt_left_ms = stt_full_ms if stt_left_ms is None else min(stt_left_ms, stt_full_ms)
-        stop = threading.Event()
-        chunker = SentenceChunker()
-        self._fresh_llm()
-        t0 = time.perf_counter()
-        first_piece = ""
-        for delta in llm.stream(self._messages(text), stop):
-            pieces = chunker.feed(delta)
-            if pieces:
-                first_piece = pieces[0]
-                stop.set()
-                break
-        first_piece = first_piece or next(iter(chunker.flush()), "")
-        llm_ms = _ms(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        tts_ms = 0.0
-        for _ in tts.synthesize(first_piece or "Okay."):
-            tts_ms = _ms(time.perf_counter() - t0)
-            break
-        return {
-            "first_audio_ms": vad_ms + stt_left_ms + llm_ms + tts_ms,
-            "vad_ms": vad_ms,
-            "stt_full_ms": stt_full_ms,
-            "stt_left_ms": stt_left_ms,
-            "llm_first_piece_ms": llm_ms,
-            "tts_first_chunk_ms": tts_ms,
-        }
-
-    # -- the whole run ---------------------------------------------------------------------------
-    def run(self, questions) -> dict:
-        classes, stt_ratios, example = {}, [], None
+    def classes(self, questions) -> tuple[dict, list[float]]:
+        out, ratios, example = {}, [], None
         for cls, items in questions.items():
-            streamed, seq, ideal, rows = [], [], [], []
+            rows = []
             for i in range(self.runs):
                 text, audio = items[i % len(items)]
-                rec = self.streamed_turn(audio)
-                if rec["reason"] != "ok":
-                    raise S2SError(f"bench turn failed ({rec['reason']}): {rec['error']}")
-                s = self.sequential(audio)
-                t = rec["timings_ms"]
-                d = self.ideal(audio, t["stt_after_release"] if rec["stt_reused_partial"] else None)
-                streamed.append(t["release_to_first_audio"])
-                seq.append(s["first_audio_ms"])
-                ideal.append(d["first_audio_ms"])
-                rows.append((t, s, d))
-                if len(audio) / SAMPLE_RATE >= 2.0 and d["stt_full_ms"] > 0:
-                    stt_ratios.append((t["stt_after_release"] or 0.0) / d["stt_full_ms"])
+                rec = self.press(text, audio)
+                rows.append((rec, self.sequential(audio)))
+                ratios.append(self._ratio(rec, audio))
                 if example is None and cls == "open":
                     example = self.pipe.book.get(rec["turn"])
-            med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
-            classes[cls] = {
+            streamed = [r["timings_ms"]["release_to_first_audio"] for r, _ in rows]
+            seq = [s["first_audio_ms"] for _, s in rows]
+            ideal = [r["ideal_ms"] for r, _ in rows]
+            t = [r["timings_ms"] for r, _ in rows]
+            out[cls] = {
                 "questions": [q for q, _ in items][: self.runs],
                 "release_to_first_audio_ms": stats(streamed),
                 "sequential_first_audio_ms": stats(seq),
                 "ideal_first_audio_ms": stats(ideal),
-                "ratio_streamed_to_sequential": round(med(streamed) / med(seq), 3),
-                "ratio_streamed_to_ideal": round(med(streamed) / med(ideal), 3),
+                "ratio_streamed_to_sequential": _ratio_of_medians(streamed, seq),
+                "ratio_streamed_to_ideal": _ratio_of_medians(streamed, ideal),
+                "replies": [r["reply"] for r, _ in rows],
                 "stages": {
-                    "vad_ms": stats([t["vad"] for t, _, _ in rows]),
-                    "stt_ms": stats([d["stt_full_ms"] for _, _, d in rows]),
-                    "stt_after_release_ms": stats([t["stt_after_release"] for t, _, _ in rows]),
-                    "llm_first_token_ms": stats([t["llm_first_token"] for t, _, _ in rows]),
-                    "llm_first_piece_ms": stats([d["llm_first_piece_ms"] for _, _, d in rows]),
-                    "llm_tokens_per_s": stats([t.get("llm_tokens_per_s") for t, _, _ in rows]),
-                    "tts_first_chunk_ms": stats([t["tts_first_chunk"] for t, _, _ in rows]),
-                    "tts_rtf": stats([s["tts_rtf"] for _, s, _ in rows]),
-                    "total_ms": stats([t["total"] for t, _, _ in rows]),
+                    "vad_ms": stats([x["vad"] for x in t]),
+                    "stt_ms": stats([self._stt_full[r["question"]] for r, _ in rows]),
+                    "stt_after_release_ms": stats([x["stt_after_release"] for x in t]),
+                    "llm_first_token_ms": stats([x["llm_first_token"] for x in t]),
+                    "llm_first_piece_ms": stats([x["first_sentence"] for x in t]),
+                    "llm_tokens_per_s": stats([x.get("llm_tokens_per_s") for x in t]),
+                    "tts_first_chunk_ms": stats([x["tts_first_chunk"] for x in t]),
+                    "tts_rtf": stats([s["tts_rtf"] for _, s in rows], digits=3),
+                    "total_ms": stats([x["total"] for x in t]),
+                    "to_device_ms": stats([r["to_device_ms"] for r, _ in rows]),
                 },
             }
         self.example_turn = example
+        return out, ratios
+
+    def hold_sweep(self, held_out) -> dict:
+        out = {}
+        for hold in HOLDS_S:
+            recs = [
+                (self.press(text, audio, hold), audio)
+                for text, audio in (held_out[i % len(held_out)] for i in range(self.runs))
+            ]
+            out[f"{hold:g}"] = {
+                "release_to_first_audio_ms": stats(
+                    [r["timings_ms"]["release_to_first_audio"] for r, _ in recs]),
+                "stt_after_release_ratio": _median3([self._ratio(r, a) for r, a in recs]),
+            }
+        return out
+
+    def conversation(self, held_out) -> list[dict]:
+        """One conversation over every held-out question, the key up with the last word."""
+        self.pipe.conversation.clear()
+        self._fresh_llm()
+        turns = []
+        for n, (text, audio) in enumerate(held_out, start=1):
+            rec = self.press(text, audio, fresh=False)
+            rec["turn_number"] = n
+            turns.append(rec)
+            time.sleep(BETWEEN_TURNS_S * PACE)  # the LLM may use the pause
+        return turns
+
+    # -- the whole run ---------------------------------------------------------------------------
+    def run(self, questions) -> dict:
+        questions = dict(questions)
+        held_out = questions.pop("held_out")
+        classes, ratios = self.classes(questions)
+        sweep = self.hold_sweep(held_out)
+        talks = [self.conversation(held_out) for _ in range(self.runs)]
+        every = [t for talk in talks for t in talk]
         return {
             "profile": self.settings_summary(),
             "runs": self.runs,
-            "press": {"preroll_s": PREROLL_S, "trailing_quiet_s": TRAIL_S, "chunk_s": CHUNK_S},
+            "press": {"preroll_s": PREROLL_S, "trailing_quiet_s": 0.0, "chunk_s": CHUNK_S,
+                      "trailing_silence": "trimmed: the key comes up with the last word"},
             "classes": classes,
-            "stt_after_release_ratio": round(statistics.median(stt_ratios), 3)
-            if stt_ratios
-            else None,
+            "stt_after_release_ratio": _median3(ratios),
+            "hold_sweep": sweep,
+            "conversation": conversation_report(talks),
+            "longest_gap_ms": stats([t["longest_gap_ms"] for t in every]),
+            "transcript_wer": wer(self.heard),
+            "to_device": "measured" if self.sink.speaker is not None
+            else "no output device opened: to_device_ms not measured",
             "load_ms": self.session.load_times_ms(),
             "peak_memory_mb": peak_memory_mb(),
             "machine": {
@@ -272,74 +381,47 @@ class Bench:
         } | {"stt_live": s.stt.live, "llm_pause_for_first_audio": s.llm.pause_for_first_audio}
 
 
-def format_table(report: dict) -> str:
-    def cell(st: dict) -> str:
-        if st["median"] is None:
-            return "-"
-        return f"{st['median']:.0f} ({st['min']:.0f}–{st['max']:.0f})"
-
-    lines = [f"s2s-desktop bench — {report['runs']} runs per class, medians (min–max) in ms", ""]
-    head = f"{'':28}" + "".join(f"{c:>24}" for c in report["classes"])
-    lines.append(head)
-    rows = [
-        ("release → first audio", "release_to_first_audio_ms"),
-        ("sequential baseline", "sequential_first_audio_ms"),
-        ("ideal (bare compute)", "ideal_first_audio_ms"),
-    ]
-    for label, key in rows:
-        lines.append(
-            f"{label:28}" + "".join(f"{cell(c[key]):>24}" for c in report["classes"].values())
-        )
-    for label, key in (
-        ("streamed / sequential", "ratio_streamed_to_sequential"),
-        ("streamed / ideal", "ratio_streamed_to_ideal"),
-    ):
-        lines.append(
-            f"{label:28}" + "".join(f"{c[key]:>24.2f}" for c in report["classes"].values())
-        )
-    lines.append("")
-    stage_keys = next(iter(report["classes"].values()))["stages"]
-    for key in stage_keys:
-        lines.append(
-            f"{key:28}"
-            + "".join(f"{cell(c['stages'][key]):>24}" for c in report["classes"].values())
-        )
-    lines.append("")
-    lines.append(
-        f"STT left after release / whole transcription: {report['stt_after_release_ratio']}"
-    )
-    lines.append("load (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in report["load_ms"].items()))
-    lines.append(f"peak memory: {report['peak_memory_mb']} MB; {report['machine']['cpus']} CPUs")
-    return "\n".join(lines)
+def _median3(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values), 3) if values else None
 
 
-def plot_timeline(record, path: str) -> None:
-    try:
-        import matplotlib
+def _ratio_of_medians(a, b) -> float | None:
+    a, b = [x for x in a if x is not None], [x for x in b if x is not None]
+    if not a or not b or statistics.median(b) == 0:
+        return None
+    return round(statistics.median(a) / statistics.median(b), 3)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise S2SError('--plot needs matplotlib: pip install "s2s-desktop[plot]"') from None
-    m = record.marks
-    t0 = m["released"]
-    spans = [
-        ("VAD", "vad_start", "vad_end"),
-        ("STT", "stt_start", "stt_end"),
-        ("LLM", "llm_start", "llm_end"),
-        ("TTS first piece", "tts_first_start", "tts_first_chunk"),
-        ("audio out", "first_audio", "end"),
-    ]
-    fig, ax = plt.subplots(figsize=(8, 2.8))
-    for i, (_label, a, b) in enumerate(spans):
-        if a in m and b in m:
-            ax.barh(i, (m[b] - m[a]) * 1000, left=(m[a] - t0) * 1000, height=0.5)
-    ax.set_yticks(range(len(spans)), [s[0] for s in spans])
-    ax.invert_yaxis()
-    ax.set_xlabel("ms after key release")
-    ax.set_title(f'one turn: "{record.transcript}"')
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+
+def conversation_report(talks: list[list[dict]]) -> dict:
+    """By turn number over the runs' conversations; the last run's words beside them."""
+    rows = []
+    for n in range(1, max(len(t) for t in talks) + 1):
+        recs = [t[n - 1] for t in talks if len(t) >= n]
+        tokens = [r.get("prompt_tokens_evaluated_at_release") for r in recs]
+        tokens = [x for x in tokens if x is not None]
+        last = recs[-1]
+        rows.append({
+            "turn": n,
+            "release_to_first_audio_ms": stats(
+                [r["timings_ms"]["release_to_first_audio"] for r in recs]),
+            "to_device_ms": stats([r["to_device_ms"] for r in recs]),
+            "prompt_tokens_evaluated_at_release": statistics.median(tokens) if tokens else None,
+            "ideal_ms": stats([r["ideal_ms"] for r in recs]),
+            "question": last["question"],
+            "transcript": last["transcript"],
+            "reply": last["reply"],
+            "_raw": {
+                "release_to_first_audio_ms": [r["timings_ms"]["release_to_first_audio"]
+                                              for r in recs],
+                "to_device_ms": [r["to_device_ms"] for r in recs],
+            },
+        })
+    groups = {key: by_group([r["_raw"] | {"turn": r["turn"]} for r in rows], key)
+              for key in ("release_to_first_audio_ms", "to_device_ms")}
+    for r in rows:
+        del r["_raw"]
+    return {"by_turn": rows, "by_group": groups}
 
 
 def bench_command(args, settings: Settings) -> int:

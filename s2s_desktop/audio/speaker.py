@@ -16,6 +16,12 @@ from .sink import AudioSink
 
 log = logging.getLogger(__name__)
 
+FIRST_HEARD_KEEP = 16  # turns whose first-sample time is kept
+# 10 ms blocks: PortAudio keeps two in flight, 20 ms of output latency (ALSA through
+# PulseAudio: 40 ms with 20 ms blocks, 8.7 ms with its own block size, which underruns when a
+# busy CPU delays the callback by a GIL switch interval, 5 ms). docs/performance.md
+BLOCK_MS = 10
+
 
 class SpeakerSink(AudioSink):
     def __init__(
@@ -23,7 +29,7 @@ class SpeakerSink(AudioSink):
         device_name: str = "",
         on_notice: Callable[[str], None] | None = None,
         sd=None,
-        block_ms: int = 20,
+        block_ms: int = BLOCK_MS,
     ):
         self.device_name = device_name
         self.on_notice = on_notice
@@ -37,6 +43,9 @@ class SpeakerSink(AudioSink):
         self._queue: collections.deque[list] = collections.deque()  # [turn, pcm, offset]
         self._pending: dict[int, int] = {}  # turn -> frames queued, not yet handed to PortAudio
         self._lost = ""
+        self._first_heard: dict[int, float] = {}  # turn -> when the callback took its first sample
+        self.latency_ms = 0.0  # the output latency PortAudio reports for the open stream
+        self.underruns = 0  # callbacks too late to keep the device fed
 
     # ------------------------------------------------------------------ stream
     def open(self, sample_rate: int) -> None:
@@ -76,7 +85,9 @@ class SpeakerSink(AudioSink):
             with self._lock:
                 self._stream, self.rate, self._lost = stream, rate, ""
             self.label = device_label(sd, index, "output")
-            log.info("speaker open: %s at %d Hz", self.label, rate)
+            self.latency_ms = round(float(getattr(stream, "latency", 0.0)) * 1000, 1)
+            log.info("speaker open: %s at %d Hz, %d ms blocks, output latency %.1f ms",
+                     self.label, rate, self._block_ms, self.latency_ms)
             return
         raise AudioDeviceError(
             f"cannot open the speaker ({'; '.join(errors)}): check that it is connected, or "
@@ -96,10 +107,17 @@ class SpeakerSink(AudioSink):
     def _callback(self, outdata, frames, time_info, status) -> None:
         out = outdata[:, 0]
         filled = 0
+        now = time.monotonic()
+        if status and getattr(status, "output_underflow", False):
+            self.underruns += 1
         with self._lock:
             while filled < frames and self._queue:
                 item = self._queue[0]
                 turn, pcm, offset = item
+                if turn not in self._first_heard:
+                    self._first_heard[turn] = now + filled / max(1, self.rate)
+                    for old in sorted(self._first_heard)[:-FIRST_HEARD_KEEP]:
+                        del self._first_heard[old]
                 n = min(frames - filled, len(pcm) - offset)
                 out[filled : filled + n] = pcm[offset : offset + n]
                 filled += n
@@ -162,6 +180,15 @@ class SpeakerSink(AudioSink):
     @property
     def is_open(self) -> bool:
         return self._stream is not None
+
+    def first_heard(self, turn: int) -> float | None:
+        """Monotonic time the device callback took the turn's first sample (None: not yet)."""
+        with self._lock:
+            return self._first_heard.get(turn)
+
+    def forget(self, turn: int) -> None:
+        with self._lock:
+            self._first_heard.pop(turn, None)
 
     def queued_seconds(self) -> float:
         with self._lock:

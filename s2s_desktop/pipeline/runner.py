@@ -23,9 +23,10 @@ def ensure_qt_core() -> QCoreApplication:
 class HeadlessSession:
     """A started pipeline with a capture sink; turns are run one after another."""
 
-    def __init__(self, settings: Settings, load_timeout_s: float = 600.0):
+    def __init__(self, settings: Settings, load_timeout_s: float = 600.0,
+                 sink: CaptureSink | None = None):
         ensure_qt_core()
-        self.sink = CaptureSink()
+        self.sink = sink if sink is not None else CaptureSink()
         self.pipeline = Pipeline(settings, self.sink)
         self._finished: queue.Queue = queue.Queue()
         self.pipeline.events.turn_finished.connect(self._finished.put,
