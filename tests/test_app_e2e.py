@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import listen, same_words, starter_available
-from tests.helpers.desktop_env import missing, pulseaudio, xvfb
+from tests.helpers.desktop_env import LOUD, MonitorRecorder, missing, onset, pulseaudio, xvfb
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.required(platforms=("linux",))]
 
@@ -31,7 +30,6 @@ COMBO = "ctrl+alt+space"
 # release-to-first-audio here was 1.6-5.8 s on 2 loaded cores (docs/performance.md); past this
 # the loop is broken (a stall, a reload, audio stuck in a buffer), not slow
 LOOP_BOUND_MS = 15000
-LOUD = 0.01  # |sample| above this is sound (the null sink's monitor is exact zeros otherwise)
 
 
 def _why_skip() -> str:
@@ -51,67 +49,6 @@ def _why_skip() -> str:
     except OSError:
         return "PortAudio is not installed (apt-get install libportaudio2)"
     return ""
-
-
-class MonitorRecorder:
-    """parec on spk.monitor, read in a thread; every chunk is stamped with the monotonic time
-    it arrived, so a sample's time is known to about one chunk (20 ms)."""
-
-    def __init__(self, env: dict, device: str = "spk.monitor"):
-        self.proc = subprocess.Popen(
-            [
-                "parec",
-                f"--device={device}",
-                "--raw",
-                f"--rate={RATE}",
-                "--channels=1",
-                "--format=s16le",
-                "--latency-msec=10",
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        self._lock = threading.Lock()
-        self.chunks: list[tuple[float, np.ndarray]] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        while True:
-            data = (
-                self.proc.stdout.read1(640)
-                if hasattr(self.proc.stdout, "read1")
-                else self.proc.stdout.read(640)
-            )
-            if not data:
-                return
-            now = time.monotonic()
-            pcm = np.frombuffer(data[: len(data) // 2 * 2], np.int16).astype(np.float32) / 32768
-            with self._lock:
-                self.chunks.append((now, pcm))
-
-    def samples(self, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:
-        """(times, samples) of what was heard between t0 and t1."""
-        with self._lock:
-            chunks = list(self.chunks)
-        times, parts = [], []
-        for arrived, pcm in chunks:
-            t = arrived - (len(pcm) - np.arange(len(pcm))) / RATE
-            keep = (t >= t0) & (t <= t1)
-            if keep.any():
-                times.append(t[keep])
-                parts.append(pcm[keep])
-        if not parts:
-            return np.zeros(0), np.zeros(0, np.float32)
-        return np.concatenate(times), np.concatenate(parts)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 STARTER_OPTIONS = ("--profile", "starter", "--set", f"hotkey.combo={COMBO}", "--set",
@@ -261,11 +198,6 @@ def ask(app, env, wav: Path) -> tuple[float, dict]:
         timeout_s=10,
     )
     return released, status
-
-
-def onset(times: np.ndarray, pcm: np.ndarray) -> float | None:
-    loud = np.flatnonzero(np.abs(pcm) > LOUD)
-    return float(times[loud[0]]) if loud.size else None
 
 
 def test_a_spoken_question_is_answered_aloud(rig, speech, starter_stt_model):

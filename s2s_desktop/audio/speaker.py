@@ -21,7 +21,7 @@ FIRST_HEARD_KEEP = 16  # turns whose first-sample time is kept
 # 10 ms blocks: PortAudio keeps two in flight, 20 ms of output latency (ALSA through
 # PulseAudio: 40 ms with 20 ms blocks, 8.7 ms with its own block size, which underruns when a
 # busy CPU delays the callback by a GIL switch interval, 5 ms). docs/performance.md
-BLOCK_MS = 10
+BLOCK_MS = 20
 
 
 class SpeakerSink(AudioSink):

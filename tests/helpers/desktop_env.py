@@ -7,8 +7,11 @@ import contextlib
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
+
+import numpy as np
 
 
 def missing(*programs: str) -> str:
@@ -104,3 +107,73 @@ def pulseaudio(root: Path, sinks: tuple[str, ...] = ("spk", "micsrc"), timeout_s
             proc.kill()
             proc.wait(5)
         log.close()
+
+
+RATE = 16000  # what the speaker's monitor is recorded at
+LOUD = 0.01  # |sample| above this is sound (the null sink's monitor is exact zeros otherwise)
+
+
+class MonitorRecorder:
+    """parec on spk.monitor, read in a thread; every chunk is stamped with the monotonic time
+    it arrived, so a sample's time is known to about one chunk (20 ms)."""
+
+    def __init__(self, env: dict, device: str = "spk.monitor"):
+        self.proc = subprocess.Popen(
+            [
+                "parec",
+                f"--device={device}",
+                "--raw",
+                f"--rate={RATE}",
+                "--channels=1",
+                "--format=s16le",
+                "--latency-msec=10",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self._lock = threading.Lock()
+        self.chunks: list[tuple[float, np.ndarray]] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while True:
+            data = (
+                self.proc.stdout.read1(640)
+                if hasattr(self.proc.stdout, "read1")
+                else self.proc.stdout.read(640)
+            )
+            if not data:
+                return
+            now = time.monotonic()
+            pcm = np.frombuffer(data[: len(data) // 2 * 2], np.int16).astype(np.float32) / 32768
+            with self._lock:
+                self.chunks.append((now, pcm))
+
+    def samples(self, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:
+        """(times, samples) of what was heard between t0 and t1."""
+        with self._lock:
+            chunks = list(self.chunks)
+        times, parts = [], []
+        for arrived, pcm in chunks:
+            t = arrived - (len(pcm) - np.arange(len(pcm))) / RATE
+            keep = (t >= t0) & (t <= t1)
+            if keep.any():
+                times.append(t[keep])
+                parts.append(pcm[keep])
+        if not parts:
+            return np.zeros(0), np.zeros(0, np.float32)
+        return np.concatenate(times), np.concatenate(parts)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def onset(times: np.ndarray, pcm: np.ndarray) -> float | None:
+    loud = np.flatnonzero(np.abs(pcm) > LOUD)
+    return float(times[loud[0]]) if loud.size else None

@@ -1,0 +1,228 @@
+"""Release → first sound through the real audio loop, over whole conversations.
+
+    python scripts/real_loop.py --runs 3 [--turns 12] [--hold 0] [--profile starter] [--json]
+
+What it does, per run (each run is a fresh app, so a fresh conversation):
+- starts a private Xvfb screen and a private PulseAudio server whose null sinks stand in for
+  the microphone (`micsrc`, its monitor is the app's input) and the speaker (`spk`);
+- starts the app plainly (`python -m s2s_desktop`, only the hotkey set; `--profile` adds one)
+  with its settings, history and logs in a temporary folder, and waits until its models load;
+- for each held-out question of `s2s_desktop.bench.HELD_OUT` (spoken by espeak-ng, its
+  trailing silence trimmed): holds the real hotkey with xdotool, plays the question into the
+  microphone with paplay, releases the key `--hold` seconds after paplay returns (0: with the
+  last word), and records the speaker's monitor with parec the whole time;
+- finds the first reply sound on that recording: release → first sound per turn; the app's
+  own figures (from `s2s-desktop status`) and the history's transcript and reply beside it.
+
+Prints JSON: `release_to_first_sound_ms` {"median","min","max"} over every turn,
+`by_turn` (turn, release_to_first_sound_ms, app_release_to_first_audio_ms, transcript,
+reply), `by_group` (turns 1, 2-8, 9+), `last4_over_first4`, the machine. Needs Xvfb, xdotool,
+pulseaudio, pactl, paplay, parec, espeak-ng and the app's models installed
+(docs/performance.md quotes its figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from s2s_desktop import ipc  # noqa: E402
+from s2s_desktop.audio.files import write_wav  # noqa: E402
+from s2s_desktop.bench import HELD_OUT, spoken  # noqa: E402
+from s2s_desktop.bench_measures import TURN_GROUPS, stats  # noqa: E402
+from tests.helpers.desktop_env import (  # noqa: E402
+    MonitorRecorder,
+    missing,
+    onset,
+    pulseaudio,
+    xvfb,
+)
+
+COMBO = "ctrl+alt+space"
+BETWEEN_TURNS_S = 1.0  # a person's pause before the next question
+
+
+class App:
+    """The app as a user starts it, reachable through its local status socket."""
+
+    def __init__(self, root: Path, env: dict, profile: str):
+        self.root, self.env = root, env
+        cmd = [sys.executable, "-m", "s2s_desktop"]
+        if profile:
+            cmd += ["--profile", profile]
+        cmd += ["--set", f"hotkey.combo={COMBO}", "--set", "hotkey.mode=hold"]
+        self.log = open(root / "app.log", "wb")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     cwd=ROOT)
+        os.environ["S2S_CONFIG_DIR"] = env["S2S_CONFIG_DIR"]  # the socket's name lives there
+        self.server = ipc.server_name()
+
+    def status(self) -> dict | None:
+        reply = ipc.request("status", name=self.server, timeout_ms=5000)
+        return reply["status"] if reply and reply.get("ok") else None
+
+    def wait(self, what, timeout_s: float, interval: float = 0.05) -> dict:
+        deadline, last = time.monotonic() + timeout_s, {}
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"the app exited ({self.proc.returncode}):\n{self.tail()}")
+            last = self.status() or last
+            if last and what(last):
+                return last
+            time.sleep(interval)
+        raise SystemExit(f"timed out after {timeout_s:.0f} s; last status {last}\n{self.tail()}")
+
+    def tail(self) -> str:
+        """The end of the app's output and of its own log."""
+        self.log.flush()
+        logs = sorted(Path(self.env["S2S_LOG_DIR"]).glob("*.log*"), key=lambda p: p.stat().st_mtime)
+        text = (self.root / "app.log").read_text(errors="replace")[-1500:]
+        return text + "".join(p.read_text(errors="replace")[-3000:] for p in logs[-1:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            subprocess.run([sys.executable, "-m", "s2s_desktop", "quit"], env=self.env,
+                           capture_output=True, timeout=30, cwd=ROOT)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+
+def xdotool(env: dict, *args: str) -> None:
+    subprocess.run(["xdotool", *args], env=env, check=True, timeout=10)
+
+
+def ask(app: App, env: dict, recorder: MonitorRecorder, wav: Path, hold_s: float) -> dict:
+    """One spoken question, the key up with its last word; what was heard back, and when."""
+    xdotool(env, "keydown", COMBO)
+    app.wait(lambda s: s["state"] == "listening", timeout_s=15)
+    subprocess.run(["paplay", "--device=micsrc", str(wav)], env=env, check=True, timeout=60)
+    time.sleep(hold_s)
+    released = time.monotonic()
+    xdotool(env, "keyup", COMBO)
+    done = app.wait(lambda s: s["state"] in ("idle", "error") and s["turn"].get("finished_at")
+                    and s["turn"].get("released_at", 0) >= released - 1.0,
+                    timeout_s=180, interval=0.1)
+    time.sleep(0.3)  # the last samples reach the monitor
+    times, pcm = recorder.samples(released, time.monotonic())
+    first = onset(times, pcm)
+    turn = done["turn"]
+    app_ms = None
+    if turn.get("first_audio_at") and turn.get("released_at"):
+        app_ms = round((turn["first_audio_at"] - turn["released_at"]) * 1000, 1)
+    return {
+        "reason": turn.get("reason"),
+        "release_to_first_sound_ms": round((first - released) * 1000, 1) if first else None,
+        "app_release_to_first_audio_ms": app_ms,
+        "timings_ms": turn.get("timings_ms", {}),
+    }
+
+
+def one_run(questions: list[tuple[str, Path]], hold_s: float, profile: str) -> list[dict]:
+    with tempfile.TemporaryDirectory(prefix="s2s-real-loop-") as tmp:
+        root = Path(tmp)
+        with xvfb() as display, pulseaudio(root / "pulse") as pulse_env:
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "QT_QPA_PLATFORM")}
+            env.update(pulse_env, DISPLAY=display, QT_QPA_PLATFORM="xcb", HF_HUB_OFFLINE="1",
+                       PULSE_SOURCE="micsrc.monitor", PULSE_SINK="spk",
+                       **{v: str(root / v.lower()) for v in (
+                           "S2S_CONFIG_DIR", "S2S_DATA_DIR", "S2S_LOG_DIR", "S2S_CACHE_DIR")})
+            recorder = MonitorRecorder(env)
+            app = App(root, env, profile)
+            try:
+                app.wait(lambda s: s["state"] in ("idle", "error") and all(s["models"].values()),
+                         timeout_s=300, interval=0.5)
+                turns = []
+                for n, (text, wav) in enumerate(questions, start=1):
+                    row = ask(app, env, recorder, wav, hold_s)
+                    turns.append({"turn": n, "question": text, **row})
+                    print(f"[real-loop] turn {n}: {row['release_to_first_sound_ms']} ms",
+                          file=sys.stderr)
+                    time.sleep(BETWEEN_TURNS_S)
+                history = root / "s2s_data_dir" / "history.jsonl"
+                saved = [json.loads(line) for line in history.read_text().splitlines()] \
+                    if history.exists() else []
+                for row, ex in zip(turns, saved[-len(turns):], strict=False):
+                    row.update(transcript=ex.get("user", ""), reply=ex.get("assistant", ""))
+                return turns
+            finally:
+                app.stop()
+                recorder.stop()
+
+
+def report(runs: list[list[dict]], hold_s: float, profile: str) -> dict:
+    key = "release_to_first_sound_ms"
+    every = [t[key] for run in runs for t in run]
+    by_turn = []
+    for n in range(1, max(len(r) for r in runs) + 1):
+        rows = [r[n - 1] for r in runs if len(r) >= n]
+        by_turn.append({
+            "turn": n,
+            key: stats([t[key] for t in rows]),
+            "app_release_to_first_audio_ms": stats(
+                [t["app_release_to_first_audio_ms"] for t in rows]),
+            "question": rows[-1]["question"],
+            "transcript": rows[-1].get("transcript", ""),
+            "reply": rows[-1].get("reply", ""),
+        })
+    groups = {name: stats([t[key] for run in runs for t in run if lo <= t["turn"] <= hi])
+              for name, lo, hi in TURN_GROUPS}
+    first4 = stats([t[key] for run in runs for t in run[:4]])["median"]
+    last4 = stats([t[key] for run in runs for t in run[-4:]])["median"]
+    return {
+        "runs": len(runs),
+        "turns": max(len(r) for r in runs),
+        "hold_s": hold_s,
+        "profile": profile or "(plain start)",
+        key: stats(every),
+        "turns_over_1200_ms": sum(1 for v in every if v is None or v > 1200),
+        "last4_over_first4": round(last4 / first4, 2) if first4 and last4 else None,
+        "by_group": groups,
+        "by_turn": by_turn,
+        "failed_turns": sum(1 for run in runs for t in run if t["reason"] != "ok"),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="conversations, each in a fresh app")
+    parser.add_argument("--turns", type=int, default=len(HELD_OUT),
+                        help=f"questions per conversation (at most {len(HELD_OUT)})")
+    parser.add_argument("--hold", type=float, default=0.0,
+                        help="seconds the key stays down after the last word")
+    parser.add_argument("--profile", default="", help="a model profile (default: plain start)")
+    args = parser.parse_args()
+    tool = missing("Xvfb", "xdotool", "pulseaudio", "pactl", "paplay", "parec", "espeak-ng")
+    if tool:
+        print(f"{tool} is not installed: apt-get install xvfb xdotool pulseaudio "
+              "pulseaudio-utils espeak-ng", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="s2s-real-loop-q-") as tmp:
+        folder = Path(tmp)
+        questions = []
+        for i, text in enumerate(HELD_OUT[: args.turns]):
+            wav = folder / f"q{i}.wav"
+            write_wav(wav, spoken(folder, f"raw{i}", text), 16000)  # trailing silence trimmed
+            questions.append((text, wav))
+        runs = [one_run(questions, args.hold, args.profile) for _ in range(max(1, args.runs))]
+    print(json.dumps(report(runs, args.hold, args.profile), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
