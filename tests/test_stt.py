@@ -259,6 +259,7 @@ def english_voices() -> list[str]:
 
 @pytest.mark.slow
 @needs_starter
+@pytest.mark.slow
 @pytest.mark.parametrize("voice", english_voices())
 def test_short_window_hears_every_english_voice_at_least_as_well_as_the_full_window(
         starter, speech, voice):

