@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         import gpu_synthetic  # beside this script
 
         return gpu_synthetic.run(args.offline_synthetic, args.work, args.llama_src, args.tiny,
-                                 args.llama_wait, args.report)
+                                 args.llama_wait, args.report, parse_overrides(args.overrides))
     settings, warnings = resolve(args.profile, parse_overrides(args.overrides), use_file=False)
     planned = {}
     for stage in devices.STAGES:

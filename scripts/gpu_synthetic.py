@@ -88,7 +88,8 @@ class Checks:
     """Runs named checks; each one's figures or error (with the traceback's end) go into the
     report, and a failing check never stops the next."""
 
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, overrides: dict):
+        self.overrides = overrides  # the user's settings, over each check's own
         self.path = path  # rewritten after every check: a crash still leaves the figures so far
         self.report: dict = {"complete": False, "checks": {}, "not_run": NOT_RUN}
         self.gpu_errors: list[str] = []  # the first errors behind CPU fallbacks, in full
@@ -154,7 +155,7 @@ def load_engine(stage: str, overrides: dict, entry: dict, checks: Checks):
     from s2s_desktop.config import Settings, apply_overrides
     from s2s_desktop.engines import registry
 
-    settings = apply_overrides(Settings(), {"device": "auto", **overrides})
+    settings = apply_overrides(Settings(), {"device": "auto", **overrides, **checks.overrides})
     section = getattr(settings, stage)
     planned = devices.resolve_device(stage, settings)
     notices: list[str] = []
@@ -343,7 +344,8 @@ def quantize(f16: Path, out: Path, kind: str = "Q4_K_M") -> Path:
 
 
 def run(assets: Path, work: Path, llama_src: Path | None, tiny: bool, llama_wait_s: float,
-        report_path: Path | None) -> int:
+        report_path: Path | None, overrides: dict | None = None) -> int:
+    """`overrides` (gpu_check's --set) go to every engine, e.g. llm.compile=true."""
     import torch
 
     from s2s_desktop import devices
@@ -351,8 +353,9 @@ def run(assets: Path, work: Path, llama_src: Path | None, tiny: bool, llama_wait
     from s2s_desktop.engines.stt import transformers_whisper as tw_mod
 
     _stand_in_for_av()
-    checks = Checks(report_path)
+    checks = Checks(report_path, overrides or {})
     rep = checks.report
+    rep["overrides"] = overrides or {}
     work.mkdir(parents=True, exist_ok=True)
     gpu = "cuda" if torch.cuda.is_available() else "cpu"
     llm_dims = sm.TINY_LLM if tiny else sm.LLMDims()
