@@ -1,6 +1,6 @@
-"""`s2s-desktop`: the app (no arguments), `run` (WAV in → WAV out, headless), `bench`,
+"""`s2s-desktop`: the app (no arguments), `run` (WAV or text in → WAV out, headless), `bench`,
 `models`, `cuda`, `devices`, and the commands a running app accepts (toggle, talk-start,
-talk-stop, quit, status)."""
+talk-stop, quit, status, ask, stop)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from . import __version__
 from .config import PROFILES
 from .errors import S2SError
 
-APP_COMMANDS = ("toggle", "talk-start", "talk-stop", "quit", "status")
+APP_COMMANDS = ("toggle", "talk-start", "talk-stop", "quit", "status", "stop")
 APP_COMMAND_HELP = {
     "toggle": "tell the running app to start listening, or to stop and send (bind this to a "
     "desktop shortcut on Wayland)",
@@ -22,6 +22,7 @@ APP_COMMAND_HELP = {
     "talk-stop": "tell the running app to stop listening and answer",
     "quit": "tell the running app to quit",
     "status": "print the running app's state, loaded models, hotkey and last turn",
+    "stop": "tell the running app to stop speaking (the reply is kept as far as spoken)",
 }
 DESCRIPTION = """A private, local push-to-talk voice assistant.
 
@@ -32,11 +33,24 @@ EPILOG = """examples:
   s2s-desktop                              start the app with the saved settings
   s2s-desktop --profile starter            this launch only: the small offline starter models
   s2s-desktop run -i question.wav          answer a recording; the reply goes to ./s2s-output
+  s2s-desktop run --text "What time is it?"  answer a typed question the same way
+  s2s-desktop ask "What time is it?"       ask the running app; it answers aloud
   s2s-desktop models list                  which models are installed and which are in use
   s2s-desktop toggle                       start/stop listening in the running app
 
 Settings live in settings.json (Settings… in the app); --profile and --set apply to one
 launch and are never saved."""
+
+
+class _Question(argparse.Action):
+    """--input and --text append to one list, so a conversation keeps their order."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        from .pipeline.runner import TypedQuestion
+
+        questions = list(getattr(namespace, "questions", None) or [])
+        questions.append(TypedQuestion(value) if option_string == "--text" else value)
+        namespace.questions = questions
 
 
 def _add_settings_options(p: argparse.ArgumentParser, top: bool = False) -> None:
@@ -65,12 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="answer recorded questions headless: WAV in, WAV out",
-        description="Answer recorded questions without a window or sound card: each input "
-        "is one turn of one conversation; the spoken replies are written as turn-N.wav.",
+        help="answer recorded or typed questions headless: WAV out",
+        description="Answer recorded or typed questions without a window or sound card: "
+        "each --input or --text is one turn of one conversation, in order; the spoken replies "
+        "are written as turn-N.wav.",
     )
-    run.add_argument("--input", "-i", action="append", required=True,
+    run.add_argument("--input", "-i", action=_Question, dest="questions", default=[],
                      help="a recording (WAV/FLAC/OGG); repeat for a conversation")
+    run.add_argument("--text", "-t", action=_Question, dest="questions", metavar="TEXT",
+                     help="a typed question; repeat, and mix with --input, in order")
     run.add_argument("--output-dir", "-o", default="s2s-output",
                      help="where turn-N.wav replies go (default: ./s2s-output)")
     run.add_argument("--json", action="store_true", help="one JSON object per turn")
@@ -113,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
                            + APP_COMMAND_HELP[name][1:] + ".")
         if name == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
+    ask = sub.add_parser("ask", help="send a typed question to the running app (it answers aloud)")
+    ask.add_argument("text", metavar="TEXT", help='the question, e.g. "What time is it?"')
+    ask.add_argument("--json", action="store_true", help="print the turn's JSON record")
+    ask.add_argument("--no-wait", action="store_true", help="return once the app has the question")
     return parser
 
 
@@ -132,6 +153,10 @@ def _settings(args):
 def cmd_run(args) -> int:
     from .pipeline.runner import run_files
 
+    if not args.questions:
+        print('error: give a question: --input QUESTION.wav or --text "What time is it?"',
+              file=sys.stderr)
+        return 2
     settings = _settings(args)
 
     def show(rec: dict) -> None:
@@ -144,7 +169,8 @@ def cmd_run(args) -> int:
         if rec["reason"] != "ok":
             print(f"  ({rec['reason']}{': ' + rec['error'] if rec['error'] else ''})")
         if rec["reply"]:
-            print(f"  assistant: {rec['reply']}")
+            by = " (answered on this device)" if rec.get("answered_by") == "local" else ""
+            print(f"  assistant: {rec['reply']}{by}")
         if rec["audio"]:
             print(f"  audio:     {rec['audio']} ({rec['audio_seconds']} s)")
         if t.get("release_to_first_audio") is not None:
@@ -153,7 +179,7 @@ def cmd_run(args) -> int:
                   f"{t['llm_first_token']:.0f}, tts first chunk {t['tts_first_chunk']:.0f})")
         sys.stdout.flush()
 
-    results = run_files(settings, args.input, args.output_dir, on_turn=show)
+    results = run_files(settings, args.questions, args.output_dir, on_turn=show)
     errors = [r for r in results if r["reason"] == "error"]
     return 1 if errors and len(errors) == len(results) else 0
 
@@ -174,6 +200,12 @@ def cmd_app_control(args) -> int:
     from .ipc import send_command
 
     return send_command(args.command, json_output=getattr(args, "json", False))
+
+
+def cmd_ask(args) -> int:
+    from .ipc import send_question
+
+    return send_question(args.text, json_output=args.json, wait=not args.no_wait)
 
 
 def cmd_app(args) -> int:
@@ -209,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.verbose, to_file=args.command is None)
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    handlers = {"run": cmd_run, "bench": cmd_bench, "devices": cmd_devices, None: cmd_app}
+    handlers = {"run": cmd_run, "bench": cmd_bench, "devices": cmd_devices, "ask": cmd_ask,
+                None: cmd_app}
     if args.command == "models":
         from .commands.models import models_command
 

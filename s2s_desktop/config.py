@@ -137,6 +137,13 @@ class UISettings:
 
 
 @dataclass
+class AssistantSettings:
+    # the time, the date, timers, "say that again", "stop": answered on the device, not by
+    # the LLM (phrases in resources/intents/en.json)
+    local_commands: bool = True
+
+
+@dataclass
 class Settings:
     version: int = SCHEMA_VERSION
     device: str = "auto"  # global device; a stage's own device wins over it
@@ -147,6 +154,7 @@ class Settings:
     llm: LLMSettings = field(default_factory=LLMSettings)
     tts: TTSSettings = field(default_factory=TTSSettings)
     ui: UISettings = field(default_factory=UISettings)
+    assistant: AssistantSettings = field(default_factory=AssistantSettings)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

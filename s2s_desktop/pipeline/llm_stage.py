@@ -14,7 +14,7 @@ from .chunker import SentenceChunker
 from .messages import ReplyDone, Sentence, Transcript
 from .repetition import LoopGuard
 from .stage import Stage
-from .turns import Conversation
+from .turns import AnsweredBy, Conversation
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +24,21 @@ FIRST_AUDIO_WAIT_S = 5.0
 class LLMStage(Stage):
     name = "llm"
 
-    def __init__(self, *args, conversation: Conversation, **kwargs):
+    def __init__(self, *args, conversation: Conversation, local=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.conversation = conversation
+        self.local = local  # assistant.local_commands.LocalCommands: answers before the LLM
+
+    def _local_intent(self, msg) -> bool:
+        return (
+            self.local is not None
+            and self.settings.assistant.local_commands
+            and isinstance(msg, Transcript)
+            and self.local.matcher.match(msg.text) is not None
+        )
+
+    def needs_engine(self, msg) -> bool:
+        return not self._local_intent(msg)  # the time or a timer works while the LLM loads
 
     def load_engine(self) -> None:
         super().load_engine()
@@ -43,6 +55,10 @@ class LLMStage(Stage):
                           lambda: not self.inbox.empty())
 
     def process(self, msg: Transcript):
+        if self._local_intent(msg):
+            yield from self._answer_locally(msg)
+            return
+        self.book.update(msg.turn, answered_by=AnsweredBy.LLM.value)
         cfg = self.section()
         exchanges = self.conversation.exchanges()
         messages = build_messages(cfg.system_prompt, exchanges, msg.text, cfg.history_turns)
@@ -85,6 +101,17 @@ class LLMStage(Stage):
         evaluated = getattr(self.engine, "last_stats", {}).get("prompt_tokens_evaluated")
         if evaluated is not None:
             self.book.update(turn, prompt_tokens_evaluated_at_release=evaluated)
+
+    def _answer_locally(self, msg: Transcript):
+        answer = self.local.answer(msg.text)
+        text = answer.text if answer is not None else ""
+        self.book.update(msg.turn, reply=text, answered_by=AnsweredBy.LOCAL.value)
+        if text:
+            self.events.reply_delta.emit(msg.turn, text)
+        chunker, index = SentenceChunker(), 0
+        for piece in [*chunker.feed(text), *chunker.flush()]:
+            index = yield from self._sentence(msg.turn, piece, index)
+        yield ReplyDone(msg.turn, text=text)
 
     def _sentence(self, turn: int, piece: str, index: int):
         if index == 0:

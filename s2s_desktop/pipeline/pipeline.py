@@ -12,11 +12,13 @@ import time
 
 import numpy as np
 
+from ..assistant.local_commands import LocalCommands
+from ..assistant.timers import TimerBook
 from ..audio.sink import AudioSink
 from ..config import STAGES, Settings, changed_stages
 from .events import PipelineEvents
 from .llm_stage import LLMStage
-from .messages import STOP, AudioChunk, ListenEnd, Prime, Reload, Utterance
+from .messages import STOP, AudioChunk, ListenEnd, Prime, Reload, Transcript, Utterance
 from .player_stage import PlayerStage
 from .stt_stage import STTStage
 from .tts_stage import TTSStage
@@ -40,13 +42,20 @@ class Pipeline:
         self.clock = TurnClock()
         self.book = TurnBook()
         self.conversation = conversation or Conversation()
+        # the time, timers, "say that again": answered in the LLM stage before the LLM
+        self.timers = TimerBook()
+        self.local = LocalCommands(self.timers, last_reply=self.conversation.last_reply)
         common = dict(clock=self.clock, book=self.book, events=self.events)
         self.player = PlayerStage(
             settings, outbox=None, sink=sink, on_turn_closed=self._remember, **common
         )
         self.tts = TTSStage(settings, outbox=self.player.inbox, **common)
         self.llm = LLMStage(
-            settings, outbox=self.tts.inbox, conversation=self.conversation, **common
+            settings,
+            outbox=self.tts.inbox,
+            conversation=self.conversation,
+            local=self.local,
+            **common,
         )
         self.stt = STTStage(settings, outbox=self.llm.inbox, **common)
         self.vad = VADStage(settings, outbox=self.stt.inbox, **common)
@@ -84,6 +93,7 @@ class Pipeline:
     def shutdown(self, timeout_s: float = 1.0) -> bool:
         """Stop every stage and join them; True when all threads ended in time."""
         self.interrupt()
+        self.timers.close()
         if not self.started:
             return True
         for stage in self.stages.values():
@@ -104,6 +114,20 @@ class Pipeline:
         turn = self.begin_turn(source)
         released = released_at if released_at is not None else time.monotonic()
         self.vad.inbox.put(Utterance(turn, audio=audio, source=source, created=released))
+        return turn
+
+    def submit_text(self, text: str, source: str = "text") -> int:
+        """A typed question: a turn that starts at the LLM stage (barge-in on any running
+        turn); it is answered, spoken and recorded like a spoken one."""
+        text = " ".join(text.split())
+        if not text:
+            raise ValueError("the question is empty: type something to ask")
+        turn = self.begin_turn(source)
+        now = time.monotonic()
+        self.book.mark(turn, "released", now)
+        self.book.update(turn, transcript=text)
+        self.events.transcript.emit(turn, text)
+        self.llm.inbox.put(Transcript(turn, text=text, created=now))
         return turn
 
     def begin_turn(self, source: str = "") -> int:

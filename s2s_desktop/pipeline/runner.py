@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, Qt
@@ -14,6 +15,13 @@ from ..audio.sink import CaptureSink
 from ..config import Settings
 from ..errors import S2SError
 from .pipeline import Pipeline
+
+
+@dataclass(frozen=True)
+class TypedQuestion:
+    """A question given as text (`run --text`), among the recordings of a conversation."""
+
+    text: str
 
 
 def ensure_qt_core() -> QCoreApplication:
@@ -49,6 +57,13 @@ class HeadlessSession:
              released_at: float | None = None) -> dict:
         """Run one turn to its end; returns the turn's record (dict) plus `pcm`/`sample_rate`."""
         turn = self.pipeline.submit(audio, source=source, released_at=released_at)
+        return self._finish(turn, timeout_s)
+
+    def ask(self, text: str, timeout_s: float = 600.0) -> dict:
+        """Run one typed question to its end; the same record as `turn`."""
+        return self._finish(self.pipeline.submit_text(text, source="text"), timeout_s)
+
+    def _finish(self, turn: int, timeout_s: float) -> dict:
         rec = self.wait(turn, timeout_s)
         rec["pcm"] = self.sink.audio(turn)
         rec["sample_rate"] = self.sink.sample_rates.get(turn)
@@ -69,16 +84,23 @@ class HeadlessSession:
         return self.pipeline.shutdown(timeout_s=2.0)
 
 
-def run_files(settings: Settings, inputs: Iterable[str | Path], output_dir: str | Path | None,
+def run_files(settings: Settings, inputs: Iterable[str | Path | TypedQuestion],
+              output_dir: str | Path | None,
               on_turn: Callable[[dict], None] | None = None) -> list[dict]:
-    """One conversation over the given recordings; each reply is written to
-    output_dir/turn-N.wav. Inputs are all read first, so a bad file fails before models load."""
-    recordings = [(str(p), read_audio(p)) for p in inputs]
+    """One conversation over the given recordings and typed questions, in order; each reply
+    is written to output_dir/turn-N.wav. Recordings are all read first, so a bad file fails
+    before models load."""
+    questions = [q if isinstance(q, TypedQuestion) else (str(q), read_audio(q)) for q in inputs]
+    if any(isinstance(q, TypedQuestion) and not q.text.strip() for q in questions):
+        raise S2SError('--text is empty: give the question, e.g. --text "What time is it?"')
     session = HeadlessSession(settings)
     results = []
     try:
-        for source, audio in recordings:
-            rec = session.turn(audio, source=source)
+        for q in questions:
+            if isinstance(q, TypedQuestion):
+                rec = session.ask(q.text)
+            else:
+                rec = session.turn(q[1], source=q[0])
             pcm, rate = rec.pop("pcm"), rec.pop("sample_rate")
             rec["audio"] = None
             if output_dir is not None and rate and len(pcm):

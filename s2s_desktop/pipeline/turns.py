@@ -6,6 +6,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class AnsweredBy(StrEnum):
+    """Who wrote a turn's reply (`answered_by` in `run --json`)."""
+
+    LOCAL = "local"
+    LLM = "llm"
 
 
 class TurnClock:
@@ -93,6 +101,7 @@ class TurnRecord:
     tokens: int = 0
     prompt_tokens_evaluated_at_release: int | None = None  # None: the LLM did not say
     stt_reused_partial: bool = False
+    answered_by: str | None = None  # AnsweredBy: local commands or the LLM; None: no answer
     marks: dict[str, float] = field(default_factory=dict)
     finished: bool = False
 
@@ -119,6 +128,7 @@ class TurnRecord:
             "reason": self.reason,
             "stt_reused_partial": self.stt_reused_partial,
             "prompt_tokens_evaluated_at_release": self.prompt_tokens_evaluated_at_release,
+            "answered_by": self.answered_by,
             "error": self.error,
             "timings_ms": self.timings_ms(),
         }
@@ -209,3 +219,8 @@ class Conversation:
     def clear(self) -> None:
         with self._lock:
             self._exchanges.clear()
+
+    def last_reply(self) -> str:
+        """The assistant's last non-empty reply ("say that again")."""
+        with self._lock:
+            return next((a for _, a in reversed(self._exchanges) if a), "")
