@@ -110,6 +110,9 @@ class DesktopApp(AppWindows, QObject):
             },
             parent=self,
         )
+        from .everyday import EverydayFeatures
+
+        self.everyday = EverydayFeatures(self)  # typed questions, stop, copy, timers, sounds
         for text in list(warnings or []) + problems:
             self.show_notice(text)
 

@@ -51,6 +51,8 @@ class AudioSettings:
     keep_mic_open: bool = False
     max_record_s: float = 120.0
     min_press_ms: int = 150  # shorter presses are taps: ignored with a hint
+    earcons: bool = True  # short sounds when listening starts / stops and when a turn fails
+    earcon_volume: float = 0.5  # 0..1 of the sounds' full level
 
 
 @dataclass
@@ -361,6 +363,8 @@ def validate(s: Settings) -> None:
         raise SettingsError("llm.repeat_penalty must be between 1 (off) and 2")
     if s.llm.history_turns < 0:
         raise SettingsError("llm.history_turns cannot be negative")
+    if not 0.0 <= s.audio.earcon_volume <= 1.0:
+        raise SettingsError("audio.earcon_volume must be between 0 and 1")
     if s.audio.max_record_s <= 0:
         raise SettingsError("audio.max_record_s must be positive")
     if s.tts.bits not in (0, 4, 6, 8, 16):

@@ -8,6 +8,7 @@ recording cap and barge-in live in one place. QtCore only: it runs headless in t
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Protocol
 
@@ -15,6 +16,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from .config import STAGES, Settings
+from .engines.base import SAMPLE_RATE
 from .errors import AudioDeviceError
 from .states import AppState, StageState, TurnReason
 
@@ -62,6 +64,8 @@ class AppController(QObject):
         self._last_press = -1e9
         self._release_at: float | None = None  # release waiting out its grace
         self._speaking_ended = 0.0  # pre-roll never reaches back into the assistant's voice
+        # earcons: play(name) -> monotonic time by which the sound has been heard (0: none)
+        self.sounds = None
 
         self._grace = QTimer(self, singleShot=True)
         self._grace.timeout.connect(self._release_committed)
@@ -142,10 +146,24 @@ class AppController(QObject):
         # a live turn: the recording is fed to the pipeline as it grows, so speech-to-text
         # runs while the key is held and little is left to do at release
         turn = self.pipeline.begin_turn(source=source)
+        quiet_until = self._sound("listen-start")
+        # the pre-roll (from before the press, handed over inside start_recording on this
+        # thread) is kept; the samples the microphone takes while the start sound plays are
+        # not, so the sound never reaches the question
+        skip = [max(0, int((quiet_until - time.monotonic()) * SAMPLE_RATE))]
+        preroll = [threading.get_ident()]
+
+        def on_chunk(pcm, t=turn):
+            if preroll[0] != threading.get_ident() and skip[0] > 0:
+                dropped = min(skip[0], len(pcm))
+                skip[0] -= dropped
+                pcm = pcm[dropped:]
+            if len(pcm):
+                self.pipeline.feed(t, pcm)
+
         try:
-            self.recorder.start_recording(
-                since=since, on_chunk=lambda pcm, t=turn: self.pipeline.feed(t, pcm)
-            )
+            self.recorder.start_recording(since=since, on_chunk=on_chunk)
+            preroll[0] = None  # from now on every chunk is live
         except AudioDeviceError as exc:
             self.pipeline.interrupt()
             self._fail(str(exc))
@@ -162,6 +180,19 @@ class AppController(QObject):
     def talk_stop(self, source: str = "cli", at: float | None = None) -> None:
         if self.state == LISTENING:
             self._finish(self._now(at), source)
+
+    def ask(self, text: str, source: str = "typed") -> int:
+        """A typed question: answered, spoken and recorded like a spoken turn (barge-in on a
+        reply the same way; a running recording is dropped). Returns the turn id."""
+        if self.state == LISTENING:
+            self._drop_recording()
+        turn = self.pipeline.submit_text(text, source=source)  # ValueError when empty
+        self.current_turn = turn
+        self.turn_info = {"id": turn, "source": source, "pressed_at": self.clock()}
+        self.error_now = ""
+        self._set(THINKING, "Thinking…")
+        self.turn_submitted.emit(turn)
+        return turn
 
     def interrupt(self) -> None:
         """Stop whatever runs (recording or reply) and go idle."""
@@ -214,6 +245,7 @@ class AppController(QObject):
             return
         turn = self.current_turn
         self.pipeline.end_turn(turn, released_at=released_at)
+        self._sound("listen-stop")
         self.turn_info.update(
             source=source,
             released_at=released_at,
@@ -308,7 +340,11 @@ class AppController(QObject):
             log.info("state: %s", state)
             self.state_changed.emit(state, detail)
 
+    def _sound(self, name: str) -> float:
+        return self.sounds(name) if self.sounds is not None else 0.0
+
     def _fail(self, message: str) -> None:
+        self._sound("error")
         self.last_error = self.error_now = message
         self._set(ERROR, message)
 

@@ -210,3 +210,47 @@ def send_command(name: str, json_output: bool = False) -> int:
     elif reply.get("message"):
         print(reply["message"])
     return 0
+
+
+ANSWER_WAIT_S = 300.0  # a typed question on a slow machine: loading plus a long reply
+
+
+def send_question(text: str, json_output: bool = False, wait: bool = True,
+                  name: str | None = None, poll_s: float = 0.2) -> int:
+    """`s2s-desktop ask TEXT`: the running app answers aloud; prints the reply (or the turn's
+    JSON record) once it is done, unless `wait` is off. The exit code."""
+    if not text.strip():
+        print('error: the question is empty: s2s-desktop ask "What time is it?"', file=sys.stderr)
+        return 2
+    try:
+        reply = request("ask", {"text": text}, name=name)
+        if reply is None:
+            print(NOT_RUNNING, file=sys.stderr)
+            return 1
+        if not reply.get("ok"):
+            print(f"error: {reply.get('error', 'the app refused the question')}", file=sys.stderr)
+            return 1
+        turn = reply["turn"]
+        record = None
+        deadline = time.monotonic() + ANSWER_WAIT_S
+        while wait and record is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no answer within {ANSWER_WAIT_S:.0f} s (turn {turn})")
+            time.sleep(poll_s)
+            answer = request("turn", {"turn": turn}, name=name)
+            if answer is None:
+                raise ConnectionError("s2s-desktop quit before answering")
+            record = answer.get("record")
+    except (TimeoutError, ConnectionError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if record is None:
+        print(json.dumps({"turn": turn}) if json_output else f"asked (turn {turn})")
+        return 0
+    if json_output:
+        print(json.dumps(record, ensure_ascii=False))
+    elif record.get("reason") == "error":
+        print(f"error: {record.get('error') or 'the turn failed'}", file=sys.stderr)
+    else:
+        print(record.get("spoken") if record.get("reason") == "interrupted" else record["reply"])
+    return 1 if record.get("reason") == "error" else 0

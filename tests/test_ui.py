@@ -52,6 +52,7 @@ def desktop(qtbot, monkeypatch, tmp_path):
         s = scripted.settings(reply=reply, heard=heard, word_delay=word_delay)
         s.hotkey.enabled = False
         s.audio.min_press_ms = 100
+        s.audio.earcons = False  # the fake mic's whole recording falls inside the start sound
         app = DesktopApp(
             FakeQApp(), s, use_tray=use_tray, mic=mic or FakeMicrophone(), speaker=CaptureSink()
         )

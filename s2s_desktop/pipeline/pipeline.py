@@ -18,11 +18,22 @@ from ..audio.sink import AudioSink
 from ..config import STAGES, Settings, changed_stages
 from .events import PipelineEvents
 from .llm_stage import LLMStage
-from .messages import STOP, AudioChunk, ListenEnd, Prime, Reload, Transcript, Utterance
+from .messages import (
+    STOP,
+    AudioChunk,
+    ListenEnd,
+    Prime,
+    Reload,
+    ReplyDone,
+    Sentence,
+    SpeechChunk,
+    Transcript,
+    Utterance,
+)
 from .player_stage import PlayerStage
 from .stt_stage import STTStage
 from .tts_stage import TTSStage
-from .turns import Conversation, TurnBook, TurnClock, TurnRecord
+from .turns import AnsweredBy, Conversation, TurnBook, TurnClock, TurnRecord
 from .vad_stage import VADStage
 
 log = logging.getLogger(__name__)
@@ -128,6 +139,20 @@ class Pipeline:
         self.book.update(turn, transcript=text)
         self.events.transcript.emit(turn, text)
         self.llm.inbox.put(Transcript(turn, text=text, created=now))
+        return turn
+
+    def say(self, text: str, chime=None, source: str = "announcement") -> int:
+        """Speak `text` (after the `chime`, (pcm, rate), if given) without the LLM: a due
+        timer. Barge-in on a running reply, which is kept as far as spoken."""
+        turn = self.begin_turn(source)
+        now = time.monotonic()
+        self.book.mark(turn, "released", now)
+        self.book.update(turn, reply=text, answered_by=AnsweredBy.LOCAL.value)
+        if chime is not None:
+            pcm, rate = chime
+            self.player.inbox.put(SpeechChunk(turn, pcm=pcm, sample_rate=rate, sentence=-1))
+        self.tts.inbox.put(Sentence(turn, text=text, index=0, created=now))
+        self.tts.inbox.put(ReplyDone(turn, text=text, created=now))
         return turn
 
     def begin_turn(self, source: str = "") -> int:

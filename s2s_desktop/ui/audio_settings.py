@@ -24,6 +24,7 @@ from ..audio.devices_by_name import import_sounddevice
 from ..audio.microphone import Microphone
 from ..audio.speaker import SpeakerSink
 from ..errors import AudioDeviceError
+from .earcon_settings import add_earcon_rows
 from .form_fields import Fields
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,7 @@ class AudioTab(QWidget):
         test_row.addWidget(self.test_button)
         test_row.addWidget(self.test_label, 1)
         form.addRow("", test_row)
+        self.earcons, self.earcon_volume = add_earcon_rows(form, fields)
         form.addRow(self.reason)
         hint = QLabel("Speak: the bar should move. The meter listens only while this tab is open.")
         hint.setWordWrap(True)

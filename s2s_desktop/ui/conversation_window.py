@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from ..history import Exchange, History
 from ..states import TurnReason
+from .ask_bar import BUSY_STATES, AskBar
 from .icons import state_icon
 
 
@@ -111,8 +112,11 @@ class ConversationWindow(QWidget):
         bar.addWidget(self.new_button)
         bar.addWidget(self.copy_button)
         bar.addWidget(self.clear_button)
+        self.ask_bar = AskBar()  # type a question; Stop
+        self.view.anchorClicked.connect(self._link_clicked)  # a message's "copy"
         layout = QVBoxLayout(self)
         layout.addWidget(self.view, 1)
+        layout.addWidget(self.ask_bar)
         layout.addLayout(bar)
 
         self._render_timer = QTimer(self, singleShot=True, interval=40)  # streaming coalesced
@@ -158,6 +162,7 @@ class ConversationWindow(QWidget):
 
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
         self.status.setText("" if detail == "Ready" else detail)
+        self.ask_bar.show_state(state)
         if state != self.state:
             self.state = state
             if any(not e.reason for e in self.entries.values()):
@@ -245,20 +250,39 @@ class ConversationWindow(QWidget):
                 "something. The conversation appears here.</p>"
             )
         else:
-            body = "".join(self._entry_html(e, self.state) for e in self.entries.values())
+            body = "".join(
+                self._entry_html(e, self.state, i) for i, e in enumerate(self.entries.values())
+            )
         self.view.setHtml(f"<html><body>{body}</body></html>")
         bar.setValue(bar.maximum() if self.follow else kept)
 
+    def _link_clicked(self, url) -> None:
+        """'copy:INDEX:user|assistant' — one message to the clipboard."""
+        kind, _, rest = url.toString().partition(":")
+        index, _, who = rest.partition(":")
+        entries = list(self.entries.values())
+        if kind != "copy" or not index.isdigit() or int(index) >= len(entries):
+            return
+        entry = entries[int(index)]
+        QGuiApplication.clipboard().setText(entry.user if who == "user" else entry.assistant)
+        self.status.setText("Copied the question" if who == "user" else "Copied the answer")
+
     @staticmethod
-    def _entry_html(e: Entry, state: str = "thinking") -> str:
+    def _entry_html(e: Entry, state: str = "thinking", index: int | None = None) -> str:
         def esc(text: str) -> str:
             return html.escape(text).replace("\n", "<br>")
 
         if e.reason == TurnReason.NEW_CONVERSATION:
             return "<p align='center' style='color:gray'>— new conversation —</p><hr>"
+
+        def copy_link(who: str) -> str:  # one message's own copy action
+            if index is None:
+                return ""
+            return f" <a href='copy:{index}:{who}' style='font-size:small'>copy</a>"
+
         when = time.strftime("%H:%M", time.localtime(e.when))
         parts = [
-            f"<p><b>You</b> <span style='color:gray'>{when}</span><br>"
+            f"<p><b>You</b> <span style='color:gray'>{when}</span>{copy_link('user')}<br>"
             f"{esc(e.user) or '<i>…</i>'}</p>"
         ]
         reply = esc(e.assistant.strip())
@@ -273,14 +297,17 @@ class ConversationWindow(QWidget):
             reply += " <i style='color:gray'>(interrupted)</i>"
         elif e.reason == "error":
             reply += f" <span style='color:#c62828'>({esc(e.error or 'failed')})</span>"
-        parts.append(f"<p><b style='color:#1e7fd8'>Assistant</b><br>{reply}</p>")
+        answer_link = copy_link("assistant") if e.reason and e.assistant.strip() else ""
+        parts.append(f"<p><b style='color:#1e7fd8'>Assistant</b>{answer_link}<br>{reply}</p>")
         line = latency_line(e.timings_ms, e.stt_while_speaking)
         if line:
             parts.append(f"<p style='color:gray; font-size:small'>{line}</p>")
         return "".join(parts) + "<hr>"
 
     def keyPressEvent(self, event) -> None:
-        if event.key() == Qt.Key.Key_Escape:
+        if event.key() == Qt.Key.Key_Escape and self.state in BUSY_STATES:
+            self.ask_bar.stop_requested.emit()  # Esc stops the voice first
+        elif event.key() == Qt.Key.Key_Escape:
             self.hide()
         else:
             super().keyPressEvent(event)
