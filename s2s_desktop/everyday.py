@@ -20,6 +20,7 @@ from .controller import LISTENING, SPEAKING, THINKING
 
 log = logging.getLogger(__name__)
 
+BUSY = (LISTENING, THINKING, SPEAKING)
 KEEP_RECORDS = 32  # finished turns kept for `s2s-desktop ask` to collect
 
 
@@ -41,7 +42,7 @@ class EverydayFeatures(QObject):
         self.pipeline = app.pipeline
         self.controller = app.controller
         self.records: dict[int, dict] = {}  # turn -> finished record, for `ask`
-        self._announce_waiting: list[str] = []  # timers due while the user was speaking
+        self._announce_waiting: list[str] = []  # timers due during a turn: said after it
 
         self.earcons = EarconPlayer(app.speaker, lambda: app.settings.audio)
         self.controller.sounds = lambda name: self.earcons.play(Earcon(name))
@@ -102,7 +103,7 @@ class EverydayFeatures(QObject):
 
     def _state_changed(self, state: str, detail: str) -> None:
         self.stop_speaking.setEnabled(state in (THINKING, SPEAKING))
-        if state != LISTENING and self._announce_waiting:
+        if state not in BUSY and self._announce_waiting:
             for text in self._announce_waiting:
                 self._announce(text)
             self._announce_waiting.clear()
@@ -111,8 +112,8 @@ class EverydayFeatures(QObject):
     def _timer_due(self, timer: Timer) -> None:
         text = self.pipeline.local.timer_done_text(timer.label)
         self.app.show_notice(text)
-        if self.controller.state == LISTENING:
-            self._announce_waiting.append(text)  # said once the question is asked
+        if self.controller.state in BUSY:
+            self._announce_waiting.append(text)  # said once the turn is over, not over it
         else:
             self._announce(text)
 

@@ -9,6 +9,7 @@ within 200 ms. Release-to-first-audio through the whole loop is measured and pri
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -137,12 +138,13 @@ class RunningApp:
         self.log.close()
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory):
+@contextlib.contextmanager
+def running_rig(root: Path, options: tuple[str, ...] = STARTER_OPTIONS):
+    """The app (started with `options`) on its own Xvfb screen and PulseAudio server, loaded
+    and idle; yields (app, speaker recorder, env)."""
     why = _why_skip()
     if why:
         pytest.skip(why)
-    root = tmp_path_factory.mktemp("e2e")
     with xvfb() as display, pulseaudio(root / "pulse") as pulse_env:
         env = {
             k: v
@@ -162,7 +164,7 @@ def rig(tmp_path_factory):
             S2S_CACHE_DIR=str(root / "cache"),
         )
         recorder = MonitorRecorder(env)
-        app = RunningApp(root, env)
+        app = RunningApp(root, env, options)
         try:
             status = app.wait(
                 lambda s: s["state"] in ("idle", "error") and all(s["models"].values()),
@@ -177,6 +179,12 @@ def rig(tmp_path_factory):
         finally:
             app.stop()
             recorder.stop()
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory):
+    with running_rig(tmp_path_factory.mktemp("e2e")) as parts:
+        yield parts
 
 
 def xdotool(env, *args) -> None:
