@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..audio.sink import AudioSink
-from ..resources_path import resource_path
+from ..resources_path import resources_dir
 
 EARCON_TURN = 0  # turns count from 1: the sink keeps earcons apart from replies
 HEARD_MARGIN_S = 0.08  # the device's own delay after the last sample is handed over
@@ -31,7 +31,7 @@ def sound(earcon: Earcon) -> tuple[np.ndarray, int]:
     """(mono float32 samples, sample rate) of one earcon."""
     import soundfile as sf
 
-    pcm, rate = sf.read(str(resource_path(f"earcons/{earcon.value}.wav")), dtype="float32")
+    pcm, rate = sf.read(str(resources_dir() / "earcons" / f"{earcon.value}.wav"), dtype="float32")
     pcm.setflags(write=False)
     return pcm, int(rate)
 

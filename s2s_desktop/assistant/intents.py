@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 
-from ..resources_path import resource_path
+from ..resources_path import resources_dir
 
 
 class IntentKind(StrEnum):
@@ -36,7 +36,7 @@ class Intent:
 @lru_cache(maxsize=4)
 def intent_data(language: str = "en") -> dict:
     """The phrases and answers of one language (read once)."""
-    path = resource_path(f"intents/{language}.json")
+    path = resources_dir() / "intents" / f"{language}.json"
     return json.loads(path.read_text(encoding="utf-8"))
 
 
