@@ -3,6 +3,7 @@ Used by `s2s-desktop run`, the benchmark and the GPU check."""
 
 from __future__ import annotations
 
+import logging
 import queue
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from ..audio.sink import CaptureSink
 from ..config import Settings
 from ..errors import S2SError
 from .pipeline import Pipeline
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,12 @@ class HeadlessSession:
                 return rec
 
     def close(self) -> bool:
-        return self.pipeline.shutdown(timeout_s=2.0)
+        if self.pipeline.shutdown(timeout_s=2.0):
+            return True
+        # a stage still finishing (the LLM evaluating the next prompt, a model unloading) on
+        # a busy machine: the process must not end under a running thread (Qt aborts it)
+        log.info("waiting for the pipeline's threads to stop")
+        return all([stage.wait(30000) for stage in self.pipeline.stages.values()])
 
 
 def run_files(settings: Settings, inputs: Iterable[str | Path | TypedQuestion],
