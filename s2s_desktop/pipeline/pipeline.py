@@ -38,6 +38,8 @@ from .vad_stage import VADStage
 
 log = logging.getLogger(__name__)
 
+STRAGGLER_WAIT_S = 60.0  # past shutdown's timeout, how long a busy stage may still take
+
 
 class Pipeline:
     def __init__(
@@ -114,6 +116,12 @@ class Pipeline:
         for stage in self.stages.values():
             left_ms = max(1, int((deadline - time.monotonic()) * 1000))
             ok = stage.wait(left_ms) and ok
+        if not ok:
+            # a QThread destroyed while it runs aborts the process; a stage ends at its next
+            # step (one token, one prompt batch), so a busy machine only needs more time
+            log.warning("pipeline threads still busy after %.1f s; waiting for them", timeout_s)
+            for stage in self.stages.values():
+                stage.wait(int(STRAGGLER_WAIT_S * 1000))
         self.sink.close()
         self.started = False
         return ok
