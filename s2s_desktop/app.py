@@ -292,6 +292,7 @@ class DesktopApp(AppWindows, QObject):
         models = self._dialogs.get("models")
         if models is not None:
             models.set_settings(settings.copy())  # "in use" follows what runs
+        self.everyday.apply_settings(old, settings)
         return reloaded
 
     # ------------------------------------------------------------------ commands (IPC)

@@ -14,6 +14,9 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QMenu
 
+from .assistant.autostart import Autostart
+from .assistant.autostart import for_platform as autostart_for_platform
+from .assistant.autostart import sync as sync_autostart
 from .assistant.earcons import Earcon, EarconPlayer
 from .assistant.timers import Timer
 from .controller import LISTENING, SPEAKING, THINKING
@@ -36,7 +39,7 @@ class EverydayFeatures(QObject):
     timer_rang = Signal(object)  # a Timer, from its own thread
     timers_changed = Signal()  # from any thread
 
-    def __init__(self, app):
+    def __init__(self, app, autostart: Autostart | None = None):
         super().__init__(app)
         self.app = app
         self.pipeline = app.pipeline
@@ -69,6 +72,21 @@ class EverydayFeatures(QObject):
         app.window.ask_bar.asked.connect(self.ask)
         app.window.ask_bar.stop_requested.connect(self.stop)
         app.server.handlers.update(ask=self._cmd_ask, stop=self._cmd_stop, turn=self._cmd_turn)
+        self.autostart = autostart or autostart_for_platform()
+        self.sync_autostart(app.settings.ui.start_at_login)  # the OS follows the setting
+
+    def apply_settings(self, old, new) -> None:
+        if new.ui.start_at_login != old.ui.start_at_login:
+            self.sync_autostart(new.ui.start_at_login)
+
+    def sync_autostart(self, start_at_login: bool) -> None:
+        try:
+            changed = sync_autostart(start_at_login, self.autostart)
+        except OSError as exc:
+            self.app.show_notice(str(exc), error=True)
+            return
+        if changed:
+            log.info("%s", changed)
 
     def _add_to_tray(self) -> None:
         tray = self.app.tray

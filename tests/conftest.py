@@ -28,6 +28,7 @@ def _isolated_user_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("user")
     for var in ("S2S_CONFIG_DIR", "S2S_DATA_DIR", "S2S_CACHE_DIR", "S2S_LOG_DIR"):
         os.environ[var] = str(root / var.lower())
+    os.environ["XDG_CONFIG_HOME"] = str(root / "xdg_config")  # start at login: never the real one
     yield root
 
 
