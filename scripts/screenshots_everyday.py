@@ -1,0 +1,98 @@
+"""Screenshots of the everyday controls for docs/screenshots: the conversation window's
+question box, Stop button and per-message copy links (mid-reply and done), the tray menu with
+Stop Speaking, Copy Last Answer and a running timer, and the earcon rows in Settings → Audio.
+
+    xvfb-run -s "-screen 0 1280x800x24" env QT_QPA_PLATFORM=xcb \\
+        python scripts/screenshots_everyday.py [--out docs/screenshots]
+
+The app is the real one on the offline starter models: the questions are typed into the
+window's box, the replies are really generated (and the time and the timer answered on the
+device). Settings and history live in a temp folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scripts.take_screenshots import pump, realtime_sink, wait_for  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="s2s-shots-"))
+    for var in ("S2S_CONFIG_DIR", "S2S_DATA_DIR", "S2S_CACHE_DIR", "S2S_LOG_DIR"):
+        os.environ[var] = str(tmp / var.lower())
+    os.environ["XDG_CONFIG_HOME"] = str(tmp / "xdg")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from PySide6.QtCore import QPoint
+    from PySide6.QtWidgets import QApplication
+
+    from s2s_desktop import config
+    from s2s_desktop.app import DesktopApp
+    from tests.helpers.fake_mic import FakeMicrophone
+
+    qapp = QApplication(sys.argv[:1])
+    qapp.setQuitOnLastWindowClosed(False)
+    settings, _ = config.resolve("starter", use_file=False)
+    settings.hotkey.enabled = False
+    app = DesktopApp(qapp, settings, use_tray=True, mic=FakeMicrophone(),
+                     speaker=realtime_sink())
+    assert app.start()
+    app.window.move(40, 40)
+    app.window.show()
+    wait_for(qapp, lambda: app.controller.state in ("idle", "error"), 300, "models to load")
+    c, box = app.controller, app.window.ask_bar.input
+
+    def ask(text: str) -> None:
+        box.setText(text)
+        box.returnPressed.emit()
+
+    for question in ("What is the capital of Japan?", "What time is it?",
+                     "Set a timer for 5 minutes"):
+        ask(question)
+        wait_for(qapp, lambda: c.state == "idle", 300, f"the answer to {question!r}")
+    ask("Tell me about Tokyo.")
+    wait_for(qapp, lambda: c.state == "speaking", 300, "the reply to be spoken")
+    pump(qapp, 0.3)
+    box.setText("And what is the capital of France?")
+    app.window.grab().save(str(out / "conversation-type-and-stop.png"))
+
+    app.tray.menu.popup(QPoint(900, 60))
+    app.tray.menu.aboutToShow.emit()
+    pump(qapp, 0.3)
+    app.tray.menu.grab().save(str(out / "tray-menu-everyday.png"))
+    app.tray.menu.hide()
+
+    app.window.ask_bar.stop_button.click()
+    wait_for(qapp, lambda: c.state == "idle", 30, "the stop")
+    box.clear()
+    pump(qapp, 0.2)
+    app.window.grab().save(str(out / "conversation-stopped.png"))
+
+    from s2s_desktop.ui.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(settings.copy(), on_apply=lambda s: [])
+    dialog.tabs.setCurrentWidget(dialog.audio)
+    dialog.show()
+    pump(qapp, 0.4)
+    dialog.grab().save(str(out / "settings-audio-sounds.png"))
+    dialog.close()
+    app.shutdown()
+    print(f"screenshots in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
