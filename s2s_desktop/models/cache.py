@@ -369,7 +369,7 @@ def delete_repo(repo_id: str, cache: Path | None = None) -> Path | None:
     their blobs and refs); what that API does not list (unfinished downloads, a folder without
     snapshots) goes with the folder. Returns the folder, or None when it was not there."""
     from huggingface_hub import scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
+    from huggingface_hub.utils import CacheNotFound
 
     root = cache or hf_hub_cache()
     folder = repo_dir(repo_id, root)

@@ -84,29 +84,48 @@ _SESSION_LOCK = threading.Lock()
 _session_set = False
 
 
+def _http_library():
+    """The HTTP client module huggingface_hub runs on: httpx2 (2.x), httpx (1.x) or requests."""
+    import importlib
+
+    for name in ("httpx2", "httpx", "requests"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """Its 'could not talk to the server' errors (requests' are OSErrors already)."""
+    lib = _http_library()
+    error = getattr(lib, "TransportError", None)
+    return (OSError, error) if isinstance(error, type) else (OSError,)
+
+
 def _use_system_certificates() -> None:
     """huggingface_hub's HTTP client trusts what our downloads trust (the OS store, with
-    truststore), and reads proxies from the environment as they do."""
+    truststore), and reads proxies from the environment as they do (huggingface_hub 1.x+)."""
     global _session_set
     with _SESSION_LOCK:
         if _session_set:
             return
-        import httpx2
-        from huggingface_hub import set_client_factory
-
-        set_client_factory(
-            lambda: httpx2.Client(verify=ssl_context(), follow_redirects=True, timeout=None)
-        )
         _session_set = True
+        import huggingface_hub
+
+        lib = _http_library()
+        factory = getattr(huggingface_hub, "set_client_factory", None)
+        if factory is None or not hasattr(lib, "Client"):
+            return  # 0.x on requests: it reads the certificates itself
+        factory(lambda: lib.Client(verify=ssl_context(), follow_redirects=True, timeout=None))
 
 
 def fetch_repo_info(repo_id: str, revision: str = "main", timeout: float = 10.0) -> RepoInfo:
     """The commit a revision points at and its files with sizes and digests (the Hub API,
     through huggingface_hub)."""
     refuse_if_offline()
-    import httpx2
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.utils import HfHubHTTPError
 
     _use_system_certificates()
     endpoint = hf_endpoint()
@@ -116,8 +135,10 @@ def fetch_repo_info(repo_id: str, revision: str = "main", timeout: float = 10.0)
             repo_id, revision=revision, files_metadata=True, timeout=timeout
         )
     except HfHubHTTPError as exc:
-        raise http_status_error(url, exc.response.status_code, exc.response.reason_phrase) from exc
-    except (httpx2.TransportError, OSError) as exc:
+        response = exc.response  # httpx's or requests' reply
+        reason = getattr(response, "reason_phrase", None) or getattr(response, "reason", "")
+        raise http_status_error(url, response.status_code, reason) from exc
+    except _transport_errors() as exc:
         raise network_error(url, exc) from exc
     except (ValueError, KeyError, TypeError) as exc:  # a mirror whose API answers otherwise
         raise DownloadError(f"{url} did not answer with the repo's file list ({exc})") from exc
