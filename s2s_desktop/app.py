@@ -341,6 +341,7 @@ class DesktopApp(AppWindows, QObject):
         self.qapp.quit()
 
     def shutdown(self) -> None:
+        self.everyday.shutdown()
         self.server.close()
         self.hotkey.stop()
         self.mic.close()

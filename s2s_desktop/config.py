@@ -62,6 +62,8 @@ class HotkeySettings:
     debounce_ms: int = 30
     release_grace_ms: int = 50
     enabled: bool = True
+    # a second key: what is said is typed into the focused app, not answered; "" = off
+    dictation_combo: str = ""
 
 
 @dataclass
@@ -143,6 +145,7 @@ class AssistantSettings:
     # the time, the date, timers, "say that again", "stop": answered on the device, not by
     # the LLM (phrases in resources/intents/en.json)
     local_commands: bool = True
+    dictation_cleanup: bool = False  # the LLM fixes punctuation and drops filler words
 
 
 @dataclass

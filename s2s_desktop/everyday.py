@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from types import SimpleNamespace
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QMenu
 
@@ -20,6 +20,7 @@ from .assistant.autostart import sync as sync_autostart
 from .assistant.earcons import Earcon, EarconPlayer
 from .assistant.timers import Timer
 from .controller import LISTENING, SPEAKING, THINKING
+from .dictation_key import DictationKey
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +73,13 @@ class EverydayFeatures(QObject):
         app.window.ask_bar.asked.connect(self.ask)
         app.window.ask_bar.stop_requested.connect(self.stop)
         app.server.handlers.update(ask=self._cmd_ask, stop=self._cmd_stop, turn=self._cmd_turn)
+        self.dictation = DictationKey(app, earcons=self.earcons)
+        QTimer.singleShot(0, self.dictation.start)  # its own key helper, when a combo is set
         self.autostart = autostart or autostart_for_platform()
         self.sync_autostart(app.settings.ui.start_at_login)  # the OS follows the setting
 
     def apply_settings(self, old, new) -> None:
+        self.dictation.apply_settings(old, new)
         if new.ui.start_at_login != old.ui.start_at_login:
             self.sync_autostart(new.ui.start_at_login)
 
@@ -97,6 +101,9 @@ class EverydayFeatures(QObject):
         for action in (self.stop_speaking, self.copy_answer, self.timers_action):
             menu.insertAction(after_talk, action)
         menu.aboutToShow.connect(self._show_timers)  # the time left, fresh each time
+
+    def shutdown(self) -> None:
+        self.dictation.stop()
 
     # ------------------------------------------------------------------ actions
     def ask(self, text: str) -> int:

@@ -38,6 +38,7 @@ from ..hotkey.combo import parse_combo
 from ..launch import changed_keys, with_changes
 from ..models.resolve import looks_like_repo_id, resolve_model
 from .audio_settings import AudioTab
+from .dictation_settings import add_dictation_rows
 from .form_fields import Fields
 from .hotkey_edit import HotkeyEdit, taken_by_desktop
 from .language_check import language_problems, voice_label
@@ -187,6 +188,7 @@ class SettingsDialog(QDialog):
         mode.addItem("Press once to start, again to send", "toggle")
         form.addRow("Mode:", self.fields.bind("hotkey.mode", mode))
         form.addRow("", self.fields.bind("hotkey.enabled", QCheckBox("Use the global shortcut")))
+        self.dictation_edit = add_dictation_rows(form, self.fields)
         form.addRow(
             "", self.fields.bind("ui.start_at_login", QCheckBox("Start s2s-desktop when I log in"))
         )
