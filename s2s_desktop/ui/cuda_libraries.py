@@ -1,6 +1,6 @@
 """The "NVIDIA GPU libraries" group of the Compute tab: whether NVIDIA's cuBLAS (and cuDNN) for
 faster-whisper are installed, what a download would fetch, install with progress and cancel,
-remove. The Qt-free `cuda` package does the work in a ModelTask thread; the index is asked only
+remove. The Qt-free `cuda` package does the work in a BackgroundTask thread; the index is asked only
 when the user clicks, so opening Settings offline costs nothing."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMessageBox,
-    QProgressBar,
     QPushButton,
     QVBoxLayout,
 )
@@ -23,7 +22,7 @@ from ..cuda import INSTALL_HINT, CudaCancelled, CudaError, CudaUnsupported, inst
 from ..cuda.install import Plan
 from ..cuda.store import CudaStatus
 from ..models.download import DownloadCancelled, DownloadProgress, human_size
-from .model_manager import ERROR_STYLE, ModelTask, progress_text
+from .tasks import ERROR_STYLE, BackgroundTask, ProgressWidgets, progress_text
 
 TITLE = "NVIDIA GPU libraries"
 GUI_HINT = "click Install again"  # in place of the CLI's `s2s-desktop cuda install` advice
@@ -32,7 +31,7 @@ CANCELLED = (
 )
 
 
-class CudaTask(ModelTask):
+class CudaTask(BackgroundTask):
     # the cuda package reports a cancel as CudaCancelled (a CudaError): "cancelled", not an error
     cancelled_errors = (CudaCancelled, DownloadCancelled)
 
@@ -85,13 +84,9 @@ class CudaLibrariesBox(QGroupBox):
         # in a tab gets less height than its lines need
         self.details = QLabel("")
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.bar = QProgressBar()
-        self.bar.setRange(0, 1000)  # per mille: byte counts overflow a QProgressBar's int
-        self.progress_label = QLabel("")
+        shown = ProgressWidgets()
+        self.bar, self.progress_label, self.message = shown.bar, shown.label, shown.message
         self.progress_label.setWordWrap(True)
-        self.message = QLabel("")
-        self.message.setWordWrap(True)
-        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         self.buttons: dict[str, QPushButton] = {}
         row = QHBoxLayout()

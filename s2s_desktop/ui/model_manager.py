@@ -3,16 +3,15 @@ sizes, where each lives, whether it is installed and verified, and which are in 
 and on disk). Download (progress in bytes and speed, cancel, resume), use this model, verify,
 delete, import, open folder; at first run the recommended models are offered pre-selected.
 
-Downloads and checks run in a QThread (`ModelTask`) calling the Qt-free ModelManager with a
+Downloads and checks run in a QThread (`tasks.BackgroundTask`) calling the Qt-free ModelManager with a
 progress callback and a cancel Event; the window only shows what they report."""
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -20,7 +19,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QMessageBox,
-    QProgressBar,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -31,57 +29,19 @@ from PySide6.QtWidgets import (
 from .. import config
 from ..errors import S2SError
 from ..models import cache
-from ..models.download import DownloadCancelled, DownloadProgress, human_size
+from ..models.download import DownloadProgress, human_size
 from ..models.manager import ModelInfo, ModelManager, VerifyReport
 from .icons import app_icon
 from .model_texts import in_use_text, size_text, status_text, use_keys, where_text
+from .tasks import ERROR_STYLE, BackgroundTask, ProgressWidgets, progress_text
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ("Model", "Stage", "Backend", "Size", "Where", "Status", "In use")
-ERROR_STYLE = "color: #b00020"
 IMPORT_ADVICE = (
     "No connection? Copy the model's files to this computer another way, then "
     "use Import Folder… (or `s2s-desktop models import PATH`)."
 )
-
-
-class ModelTask(QThread):
-    """Runs fn(progress, cancel) off the GUI thread and reports back with signals."""
-
-    progress = Signal(object)  # DownloadProgress, from the worker thread (queued to the GUI)
-    succeeded = Signal(object)
-    failed = Signal(str, str)  # kind: cancelled | error; the message
-    cancelled_errors: tuple[type[Exception], ...] = (DownloadCancelled,)  # reported as "cancelled"
-
-    def __init__(self, kind: str, model_id: str, fn: Callable, parent=None):
-        super().__init__(parent)
-        self.kind, self.model_id, self.fn = kind, model_id, fn
-        self.cancel = threading.Event()
-
-    def run(self) -> None:
-        try:
-            result = self.fn(self.progress.emit, self.cancel)
-        except self.cancelled_errors as exc:
-            self.failed.emit("cancelled", str(exc))
-        except S2SError as exc:
-            self.failed.emit("error", str(exc))
-        except Exception as exc:  # noqa: BLE001 - a bug must reach the user, not kill the thread
-            log.exception("%s of %s failed", self.kind, self.model_id)
-            self.failed.emit("error", f"{self.kind} failed: {type(exc).__name__}: {exc}")
-        else:
-            self.succeeded.emit(result)
-
-
-def progress_text(p: DownloadProgress) -> str:
-    done = human_size(p.done)
-    of = f" of {human_size(p.total)}" if p.total else ""
-    speed = f" · {human_size(p.speed_bps)}/s" if p.speed_bps > 0 else ""
-    eta = ""
-    if p.total and p.speed_bps > 0:
-        left = (p.total - p.done) / p.speed_bps
-        eta = f" · {left:.0f} s left" if left < 120 else f" · {left / 60:.0f} min left"
-    return f"{p.filename}: {done}{of}{speed}{eta}"
 
 
 class ModelManagerWindow(QWidget):
@@ -102,7 +62,7 @@ class ModelManagerWindow(QWidget):
         if settings is not None:
             self.manager.settings = settings
         self.models: list[ModelInfo] = []
-        self.task: ModelTask | None = None
+        self.task: BackgroundTask | None = None
         self.queue: list[str] = []  # offered models still to download, in order
 
         where = QLabel(
@@ -127,12 +87,8 @@ class ModelManagerWindow(QWidget):
         self.details.setWordWrap(True)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        self.bar = QProgressBar()
-        self.bar.setRange(0, 1000)  # per mille: byte counts overflow a QProgressBar's int
-        self.progress_label = QLabel("")
-        self.message = QLabel("")
-        self.message.setWordWrap(True)
-        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        shown = ProgressWidgets()
+        self.bar, self.progress_label, self.message = shown.bar, shown.label, shown.message
 
         self.buttons: dict[str, QPushButton] = {}
         row = QHBoxLayout()
@@ -299,8 +255,8 @@ class ModelManagerWindow(QWidget):
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ tasks
-    def _start(self, kind: str, model_id: str, fn: Callable, done: Callable) -> ModelTask:
-        task = ModelTask(kind, model_id, fn, self)
+    def _start(self, kind: str, model_id: str, fn: Callable, done: Callable) -> BackgroundTask:
+        task = BackgroundTask(kind, model_id, fn, self)
         task.progress.connect(self._progress)
         task.succeeded.connect(done)
         task.failed.connect(self._failed)
@@ -339,7 +295,7 @@ class ModelManagerWindow(QWidget):
         else:
             self.bar.setRange(0, 0)  # unknown size: a busy bar
         self.progress_label.setText(progress_text(p))
-        row = self.row_of(self.task.model_id) if self.task else -1
+        row = self.row_of(self.task.subject) if self.task else -1
         if row >= 0 and p.total:
             self.table.item(row, 5).setText(f"Downloading {p.done * 100 // p.total}%")
 

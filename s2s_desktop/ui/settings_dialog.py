@@ -44,6 +44,7 @@ from .hotkey_edit import HotkeyEdit, taken_by_desktop
 from .language_check import language_problems, voice_label
 from .model_settings import STAGE_NAMES, ComputeTab, ModelsTab
 from .server_settings import ServerTab
+from .tasks import ERROR_STYLE
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,6 @@ LANGUAGES = [
     ("Japanese", "ja"),
     ("Korean", "ko"),
 ]
-ERROR_STYLE = "color: #b00020"
 
 
 def is_local_ref(ref: str) -> bool:
