@@ -489,7 +489,9 @@ def test_settings_server_tab_lists_models_and_keeps_the_key_out_of_the_file(
     tab.llm_url.setText(llama_server.base_url)
     tab.api_key.setText(API_KEY)
     tab.key_changed = True
-    ids = tab.test_connection()
+    with qtbot.waitSignal(tab.tested, timeout=30000) as found:
+        tab.test_connection()
+    ids = found.args[0]
     assert ids and "Connected" in tab.status.text()
     tab.models.setCurrentRow(0)
     tab.use_selected()
@@ -508,7 +510,9 @@ def test_settings_server_tab_says_why_a_connection_fails(qtbot, monkeypatch):
     dialog = SettingsDialog(config.Settings())
     qtbot.addWidget(dialog)
     dialog.server.llm_url.setText(f"http://127.0.0.1:{free_port()}/v1")
-    assert dialog.server.test_connection() == []
+    with qtbot.waitSignal(dialog.server.tested, timeout=30000) as found:
+        dialog.server.test_connection()
+    assert found.args[0] == []
     assert "cannot reach" in dialog.server.status.text()
     # no keychain on this machine: a new key is refused with what to do instead
     monkeypatch.setattr(keychain, "_keyring", lambda: None)

@@ -257,7 +257,9 @@ def test_the_server_tab_speaks_of_its_fields_not_of_set(qtbot):
     tab = ServerTab(Fields())
     qtbot.addWidget(tab)
     tab.llm_url.setText("")
-    assert tab.test_connection() == []
+    with qtbot.waitSignal(tab.tested, timeout=30000) as found:
+        tab.test_connection()
+    assert found.args[0] == []
     said = tab.status.text()
     assert "--set" not in said and "LLM server field" in said
 

@@ -1,10 +1,13 @@
 """Settings tab for OpenAI-compatible servers (Ollama, LM Studio, llama.cpp, vLLM, speaches):
-base URLs, the API key (kept in the OS keychain) and a connection test that lists the models."""
+base URLs, the API key (kept in the OS keychain) and a connection test that lists the models
+off the GUI thread (a server that does not answer takes its 10 s timeout, the dialog stays
+usable)."""
 
 from __future__ import annotations
 
 import re
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
@@ -20,6 +23,7 @@ from .. import keychain
 from ..engines.openai_http import list_models, parse_base_url, plain_http_warning
 from ..errors import S2SError
 from .form_fields import Fields
+from .tasks import BackgroundTask, start_detached
 
 FIELD_NAMES = {"llm.base_url": "the LLM server field", "stt.base_url": "the speech-to-text server field"}
 
@@ -33,6 +37,8 @@ def gui_words(message: str) -> str:
 
 
 class ServerTab(QWidget):
+    tested = Signal(list)  # the model ids a connection test found ([]: the status says why)
+
     def __init__(self, fields: Fields, parent=None):
         super().__init__(parent)
         self.fields = fields
@@ -72,22 +78,37 @@ class ServerTab(QWidget):
         self.api_key.setText(settings.llm.api_key or keychain.load_api_key(settings.llm.base_url))
         self.key_changed = False
 
-    def test_connection(self) -> list[str]:
-        """List the server's models, or say why it cannot be reached."""
+    def test_connection(self) -> None:
+        """List the server's models in the background; `tested` says what was found."""
         self.models.clear()
         self.use_button.setEnabled(False)
-        url = self.llm_url.text().strip()
+        url, key = self.llm_url.text().strip(), self.api_key.text().strip()
         try:
             warning = plain_http_warning(parse_base_url(url, "llm.base_url"), "the LLM server")
-            ids = list_models(url, self.api_key.text().strip())
         except S2SError as exc:
-            self.status.setText(f"Connection failed: {gui_words(str(exc))}")
-            return []
+            self._failed("error", str(exc))
+            return
+        self._testing = (url, warning)
+        self.status.setText(f"Connecting to {url}…")
+        self.test_button.setEnabled(False)
+        task = BackgroundTask("connection test", url, lambda _progress, _cancel: list_models(url, key))
+        task.succeeded.connect(self._listed)
+        task.failed.connect(self._failed)
+        start_detached(task)
+
+    def _listed(self, ids: list[str]) -> None:
+        url, warning = self._testing
+        self.test_button.setEnabled(True)
         self.models.addItems(ids)
         text = f"Connected: {len(ids)} model{'s' if len(ids) != 1 else ''} on {url}."
         self.status.setText(text + (f"\nWarning: {warning}" if warning else ""))
         self.use_button.setEnabled(bool(ids))
-        return ids
+        self.tested.emit(list(ids))
+
+    def _failed(self, _kind: str, message: str) -> None:
+        self.test_button.setEnabled(True)
+        self.status.setText(f"Connection failed: {gui_words(message)}")
+        self.tested.emit([])
 
     def use_selected(self) -> None:
         item = self.models.currentItem() or self.models.item(0)

@@ -56,6 +56,17 @@ def progress_text(p: DownloadProgress) -> str:
     return f"{p.filename}: {done}{of}{speed}{eta}"
 
 
+_DETACHED: list[BackgroundTask] = []
+
+
+def start_detached(task: BackgroundTask) -> None:
+    """Start a task no window owns (a closed dialog neither waits for it nor destroys a running
+    thread); finished ones are let go at the next start, from the GUI thread."""
+    _DETACHED[:] = [t for t in _DETACHED if not t.isFinished()]
+    _DETACHED.append(task)
+    task.start()
+
+
 class ProgressWidgets:
     """A bar in per mille (byte counts overflow a QProgressBar's int), the line under it and
     the message that says how the task ended."""
