@@ -24,7 +24,7 @@ from .icons import state_icon
 from .tray import STATE_WORDS, tooltip_text
 from .window_state import save_position, saved_position
 
-WIDTH = 300
+WIDTH = 320
 EDGE_MARGIN = 16
 POSITION_KEY = "floating"
 # a tool window (no taskbar entry) where that is a normal window; macOS hides tool windows
@@ -84,7 +84,7 @@ class FloatingWindow(QWidget):
             button = QToolButton()
             button.setDefaultAction(action)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-            tools.addWidget(button, i // 3, i % 3)
+            tools.addWidget(button, i // 2, i % 2)
             self.tool_buttons[action.text()] = button
         layout = QVBoxLayout(self)
         layout.addLayout(top)
