@@ -93,7 +93,7 @@ def first(out: Path, tmp: Path) -> None:
     pump(qapp, 0.5)
     screen(out / "floating-beside-settings.png")
     dialog.close()
-    app.shutdown()
+    stop(app)
 
 
 def restart(out: Path, tmp: Path) -> None:
@@ -105,7 +105,14 @@ def restart(out: Path, tmp: Path) -> None:
     wait_for(qapp, lambda: app.controller.state in ("idle", "error"), 300, "models to load")
     pump(qapp, 0.5)
     app.window.grab().save(str(out / "conversation-after-restart.png"))
+    stop(app)
+
+
+def stop(app) -> None:
+    """Shut down and wait for every stage (the LLM may be evaluating the next prompt)."""
     app.shutdown()
+    for stage in app.pipeline.stages.values():
+        stage.wait(120_000)
 
 
 def main() -> int:
