@@ -33,6 +33,8 @@ from .ui.app_windows import AppWindows
 
 log = logging.getLogger(__name__)
 
+SPEAKER_LINGER_MS = 500  # the output stays open this long after a turn (its last sound ends)
+
 
 class DesktopApp(AppWindows, QObject):
     """Owns the pipeline, audio, hotkey, IPC server and windows for one run."""
@@ -197,6 +199,13 @@ class DesktopApp(AppWindows, QObject):
             except AudioDeviceError as exc:
                 self.show_notice(str(exc), error=True)
         elif state in (IDLE, ERROR) and self.speaker.is_open:
+            # after what is still queued (an earcon) has played, if nothing started since
+            wait_ms = int(self.speaker.queued_seconds() * 1000) + SPEAKER_LINGER_MS
+            QTimer.singleShot(wait_ms, self._close_idle_speaker)
+
+    def _close_idle_speaker(self) -> None:
+        idle = self.controller.state in (IDLE, ERROR)
+        if idle and self.speaker.is_open and self.speaker.queued_seconds() == 0:
             self.speaker.close()
 
     def _question_heard(self, turn: int, text: str) -> None:
