@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = AppState
 STATES = tuple(AppState)
+START_SOUND_KEPT_OUT_S = 0.12  # microphone audio dropped after the press (the start sound)
 TOO_SHORT = TurnReason.TOO_SHORT  # a tap's turn ends with this reason, not "interrupted"
 _BUSY = (StageState.LOADING, StageState.RELOADING)  # a stage that is not ready yet
 NOTHING_HEARD = "Nothing was heard: hold the key while you speak"
@@ -146,7 +147,9 @@ class AppController(QObject):
         # a live turn: the recording is fed to the pipeline as it grows, so speech-to-text
         # runs while the key is held and little is left to do at release
         turn = self.pipeline.begin_turn(source=source)
-        quiet_until = self._sound("listen-start")
+        # at most START_SOUND_KEPT_OUT_S of it: a word said 150 ms after the press is the
+        # user's (issue 16), and a beep's tail in the question costs Whisper nothing
+        quiet_until = min(self._sound("listen-start"), time.monotonic() + START_SOUND_KEPT_OUT_S)
         # the pre-roll (from before the press, handed over inside start_recording on this
         # thread) is kept; the samples the microphone takes while the start sound plays are
         # not, so the sound never reaches the question
