@@ -18,9 +18,9 @@ from .sink import AudioSink
 log = logging.getLogger(__name__)
 
 FIRST_HEARD_KEEP = 16  # turns whose first-sample time is kept
-# 10 ms blocks: PortAudio keeps two in flight, 20 ms of output latency (ALSA through
-# PulseAudio: 40 ms with 20 ms blocks, 8.7 ms with its own block size, which underruns when a
-# busy CPU delays the callback by a GIL switch interval, 5 ms). docs/performance.md
+# PortAudio keeps two blocks in flight: 20 ms blocks are 40 ms of output latency through
+# ALSA/PulseAudio. 10 ms (20 ms latency) underran without pause on this loaded 2-core machine
+# (ALSA snd_pcm_recover every callback); see docs/performance.md.
 BLOCK_MS = 20
 
 
