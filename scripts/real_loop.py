@@ -50,6 +50,7 @@ from tests.helpers.desktop_env import (  # noqa: E402
 
 COMBO = "ctrl+alt+space"
 BETWEEN_TURNS_S = 1.0  # a person's pause before the next question
+APP_STAGES = ("stt_after_release", "llm_first_token", "first_sentence", "tts_first_chunk")
 
 
 class App:
@@ -154,8 +155,12 @@ def one_run(questions: list[tuple[str, Path]], hold_s: float, profile: str) -> l
                           file=sys.stderr)
                     time.sleep(BETWEEN_TURNS_S)
                 history = root / "s2s_data_dir" / "history.jsonl"
-                saved = [json.loads(line) for line in history.read_text().splitlines()] \
-                    if history.exists() else []
+                lines = history.read_text().splitlines() if history.exists() else []
+                saved = []
+                for entry in map(json.loads, lines):  # a question is written, then its answer
+                    if saved and saved[-1].get("user") == entry.get("user"):
+                        saved.pop()
+                    saved.append(entry)
                 for row, ex in zip(turns, saved[-len(turns):], strict=False):
                     row.update(transcript=ex.get("user", ""), reply=ex.get("assistant", ""))
                 return turns
@@ -175,6 +180,8 @@ def report(runs: list[list[dict]], hold_s: float, profile: str) -> dict:
             key: stats([t[key] for t in rows]),
             "app_release_to_first_audio_ms": stats(
                 [t["app_release_to_first_audio_ms"] for t in rows]),
+            "app_stages_ms": {stage: stats([t["timings_ms"].get(stage) for t in rows])["median"]
+                              for stage in APP_STAGES},
             "question": rows[-1]["question"],
             "transcript": rows[-1].get("transcript", ""),
             "reply": rows[-1].get("reply", ""),

@@ -69,7 +69,7 @@ def hold(stages, audio: np.ndarray, hold_s: float = 0.0, every_s: float = 0.0) -
 
     def transcribe(msg):
         list(stt.process(msg))
-        partials.append(stt._partial[1])
+        partials.append(stt._partial[1].text)
 
     for start in range(0, len(recording), BLOCK):
         for msg in vad.process(AudioChunk(turn, pcm=recording[start : start + BLOCK])):

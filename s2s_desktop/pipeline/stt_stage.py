@@ -2,12 +2,13 @@
 
 Live turns: Partials are transcribed in the background while the key is held (only the
 newest waiting one; older ones are skipped). At release, when the final speech regions are
-the ones the last partial already covered, its text is the transcript and no STT work is left.
+the ones the last partial already covered and the engine was sure of it, its text is the
+transcript and no STT work is left.
 """
 
 from __future__ import annotations
 
-from ..engines.base import SAMPLE_RATE
+from ..engines.base import SAMPLE_RATE, STTResult
 from .messages import Partial, Transcript, TurnEnded, Utterance
 from .stage import Stage
 
@@ -29,7 +30,7 @@ class STTStage(Stage):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._partial: tuple[Partial, str, str | None] | None = None  # (heard, text, language)
+        self._partial: tuple[Partial, STTResult] | None = None
 
     def _newer_waiting(self, turn: int) -> bool:
         with self.inbox.mutex:
@@ -40,15 +41,16 @@ class STTStage(Stage):
         if isinstance(msg, Partial):
             if self._newer_waiting(msg.turn):
                 return  # the recording grew meanwhile: transcribe the newer one
-            result = self.engine.transcribe(msg.audio, language)
-            self._partial = (msg, result.text.strip(), result.language)
+            result = self.engine.transcribe_partial(msg.audio, language)
+            self._partial = (msg, result)
             self.events.partial_transcript.emit(msg.turn, result.text.strip())
             return
         assert isinstance(msg, Utterance)
         self.book.mark(msg.turn, "stt_start")
         partial, self._partial = self._partial, None
-        if partial is not None and partial[0].turn == msg.turn and same_speech(partial[0], msg):
-            text, lang = partial[1], partial[2]
+        if (partial is not None and partial[0].turn == msg.turn and not partial[1].unsure
+                and same_speech(partial[0], msg)):
+            text, lang = partial[1].text.strip(), partial[1].language
             self.book.update(msg.turn, stt_reused_partial=True)
         else:
             result = self.engine.transcribe(msg.audio, language)

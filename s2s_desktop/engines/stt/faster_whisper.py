@@ -44,6 +44,7 @@ WINDOW_SAMPLES = 30 * SAMPLE_RATE
 UNSURE_WORD = 0.45
 UNSURE_AVG_LOGPROB = -0.4
 CLEARLY_SURER = 0.1  # avg log-probability by which an unsure short decode beats the full one
+KEEP_WORDS = 0.9  # a full-window decode with fewer words than this share of the short one's lost some
 
 
 def encoder_frames(n_samples: int) -> int:
@@ -262,13 +263,21 @@ class FasterWhisperSTT(STTEngine):
         return lang
 
     def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+        return self._transcribe(audio, language, sure=True)
+
+    def transcribe_partial(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+        """The short window alone; an unsure decode is flagged, not checked (the check costs
+        a full-window decode: worth it once, at release, not on every partial)."""
+        return self._transcribe(audio, language, sure=False)
+
+    def _transcribe(self, audio: np.ndarray, language: str | None, sure: bool) -> STTResult:
         audio = self._prepare(audio)
         if audio.size == 0:
             return STTResult("")
         lang = self._language(language)
         if self.settings.short_window:
             try:
-                return self._transcribe_windows(audio, lang)
+                return self._transcribe_windows(audio, lang, sure)
             except (RuntimeError, ValueError) as exc:  # a model with a fixed 30 s window
                 log.info("short-window decode not possible (%s); using the full window", exc)
         return self._decode(audio, lang, token_budget(audio.size))
@@ -278,27 +287,36 @@ class FasterWhisperSTT(STTEngine):
             self.load()
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
-    def _transcribe_windows(self, audio: np.ndarray, language: str | None) -> STTResult:
+    def _transcribe_windows(self, audio: np.ndarray, language: str | None,
+                            sure: bool) -> STTResult:
         """Pieces of at most SHORT_CLIP_S (cut at quiet spots), each in its own short window
         with the text before it as context, so a long recording keeps every word."""
         pieces = split_windows(audio, window=int(SHORT_CLIP_S * SAMPLE_RATE))
-        texts, lang = [], language
+        texts, lang, unsure = [], language, False
         for piece in pieces:
             prompt = " ".join(texts)[-400:]
             decoded = self._generate(piece, lang, encoder_frames(piece.size),
                                      token_budget(piece.size), prompt=prompt)
-            decoded = self._second_opinion(decoded, piece, lang, prompt)
+            if sure:
+                decoded = self._second_opinion(decoded, piece, lang, prompt)
+            unsure = unsure or (not sure and decoded.unsure())
             lang = lang or decoded.language
             texts.append(decoded.text)
-        return STTResult(" ".join(t for t in texts if t), lang or "en")
+        return STTResult(" ".join(t for t in texts if t), lang or "en", unsure)
 
     def _second_opinion(self, short: Decoded, audio: np.ndarray, language: str | None,
                         prompt: str = "") -> Decoded:
-        """The short window mishears some voices ("capital and friends"): where it is unsure,
-        the full window decodes too, and wins unless the short one is clearly surer."""
-        if not short.unsure() or encoder_frames(audio.size) == FULL_FRAMES:
+        """The shortest window (10 s) mishears some voices ("capital and friends"): where it is
+        unsure, the full window decodes too, and wins unless the short one is clearly surer.
+        Longer pieces already see most of Whisper's window and are kept as the live text had
+        them (a second decode of 25 s of talk changed words the live transcript showed)."""
+        if not short.unsure() or encoder_frames(audio.size) > MIN_WINDOW_FRAMES:
             return short
-        full = self._full_window(audio, language, token_budget(audio.size), prompt=prompt)
+        # greedy only: faster-whisper's temperature fallback took 1-3.6 s more here
+        full = self._full_window(audio, language, token_budget(audio.size), temperature=0.0,
+                                 prompt=prompt)
+        if len(full.text.split()) < KEEP_WORDS * len(short.text.split()):
+            return short  # the full window skipped speech the short one heard: keep every word
         return short if short.avg_logprob > full.avg_logprob + CLEARLY_SURER else full
 
     def _generate(self, audio: np.ndarray, language: str | None, frames: int,
