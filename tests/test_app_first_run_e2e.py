@@ -46,12 +46,17 @@ def _why_skip() -> str:
     return ""
 
 
-def recording_streams(env) -> list[str]:
-    """The sound server's recording streams (a "microphone in use" light on a desktop)."""
+def streams(env, kind: str = "source-outputs") -> list[str]:
+    """The sound server's recording streams ("source-outputs": a "microphone in use" light on
+    a desktop) or playback streams ("sink-inputs")."""
     out = subprocess.run(
-        ["pactl", "list", "short", "source-outputs"], env=env, capture_output=True, text=True
+        ["pactl", "list", "short", kind], env=env, capture_output=True, text=True
     ).stdout
     return [line for line in out.splitlines() if line.strip()]
+
+
+def recording_streams(env) -> list[str]:
+    return streams(env, "source-outputs")
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +154,9 @@ def test_plain_first_start_answers_with_the_starter_set_and_the_mic_is_closed_at
         words = said["user"].lower().replace(",", " ").split()
         assert words[:1] == ["what"], said  # the first word survived the opening microphone
         assert "capital" in said["user"].lower() and "paris" in said["assistant"].lower(), said
-        time.sleep(0.5)
+        time.sleep(1.0)
         assert recording_streams(env) == [], "the microphone stayed open after the question"
+        assert streams(env, "sink-inputs") == [], "the speaker stream stayed open at idle"
         logs = "".join(p.read_text(errors="replace") for p in (root / "state").rglob("*.log*"))
         opened = re.findall(r"microphone: first audio (\d+) ms after open", logs)
         assert opened, "the app did not log how long the microphone took to open"
