@@ -168,6 +168,23 @@ class Bench:
         self.pipe = self.session.pipeline
         self.heard: list[tuple[str, str]] = []  # (spoken text, transcript) of every turn
         self._stt_full: dict[str, float] = {}
+        self._llm_lock = threading.Lock()
+        self._serialise_priming()
+
+    def _serialise_priming(self) -> None:
+        """The LLM stage primes the next prompt after each turn, in its own thread; the bench's
+        own LLM calls (baselines, a fresh cache) must not run into it: llama.cpp is not
+        thread-safe (a GGML assert ended a run)."""
+        engine = self.pipe.llm.engine
+        prime = getattr(engine, "prime", None)
+        if prime is None:
+            return
+
+        def serialised(*args, **kwargs):
+            with self._llm_lock:
+                return prime(*args, **kwargs)
+
+        engine.prime = serialised
 
     def close(self):
         self.session.close()
@@ -176,7 +193,8 @@ class Bench:
     def _fresh_llm(self) -> None:
         """Leave the LLM as a new question finds it (only the system prompt cached), so no
         measurement reuses the KV cache of the same question asked just before."""
-        self.pipe.llm.engine.warmup()
+        with self._llm_lock:
+            self.pipe.llm.engine.warmup()
 
     def press(self, text: str, audio: np.ndarray, hold_s: float = 0.0,
               fresh: bool = True) -> dict:
@@ -255,7 +273,8 @@ class Bench:
         t0 = time.perf_counter()
         speech = self._speech(audio)
         text = stt.transcribe(speech, self.settings.stt.language or None).text
-        reply = "".join(llm.stream(self._messages(text), threading.Event()))
+        with self._llm_lock:
+            reply = "".join(llm.stream(self._messages(text), threading.Event()))
         chunker = SentenceChunker()
         pieces = chunker.feed(reply) + chunker.flush()
         t_tts = time.perf_counter()
