@@ -131,6 +131,12 @@ class FloatingWindow(QWidget):
         if self._placed and self.isVisible():
             self._save_timer.start()
 
+    def hideEvent(self, event) -> None:
+        super().hideEvent(event)
+        if self._save_timer.isActive():  # a drag that settles as the window goes: save it now
+            self._save_timer.stop()
+            save_position(POSITION_KEY, self.x(), self.y())
+
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
         self.icon.setPixmap(state_icon(state).pixmap(32, 32))
         self.state_label.setText(STATE_WORDS.get(state, state))
