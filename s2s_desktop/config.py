@@ -138,6 +138,7 @@ class UISettings:
     show_conversation: bool = True
     start_at_login: bool = False
     history_enabled: bool = True
+    unload_after_minutes: int = 0  # free the models after this long idle; 0 = never
 
 
 @dataclass
@@ -366,6 +367,8 @@ def validate(s: Settings) -> None:
         raise SettingsError("llm.repeat_penalty must be between 1 (off) and 2")
     if s.llm.history_turns < 0:
         raise SettingsError("llm.history_turns cannot be negative")
+    if s.ui.unload_after_minutes < 0:
+        raise SettingsError("ui.unload_after_minutes must be 0 (never) or more")
     if not 0.0 <= s.audio.earcon_volume <= 1.0:
         raise SettingsError("audio.earcon_volume must be between 0 and 1")
     if s.audio.max_record_s <= 0:

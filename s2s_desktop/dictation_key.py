@@ -74,7 +74,9 @@ class DictationKey(QObject):
         if self.app.controller.state == LISTENING:
             return  # the talk key has the microphone
         if self.app.pipeline.stt.engine is None:
-            self.app.show_notice("Dictation: the speech-to-text model is still loading")
+            self.app.pipeline.wake()  # freed while idle: loads again
+            self.app.show_notice("Dictation: the speech-to-text model is loading, try again "
+                                 "in a moment")
             return
         self._sound(Earcon.LISTEN_START)
         try:

@@ -19,7 +19,7 @@ from .assistant.autostart import for_platform as autostart_for_platform
 from .assistant.autostart import sync as sync_autostart
 from .assistant.earcons import Earcon, EarconPlayer
 from .assistant.timers import Timer
-from .controller import LISTENING, SPEAKING, THINKING
+from .controller import IDLE, LISTENING, SPEAKING, THINKING
 from .dictation_key import DictationKey
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ class EverydayFeatures(QObject):
         app.window.ask_bar.asked.connect(self.ask)
         app.window.ask_bar.stop_requested.connect(self.stop)
         app.server.handlers.update(ask=self._cmd_ask, stop=self._cmd_stop, turn=self._cmd_turn)
+        self._idle = QTimer(self, singleShot=True)  # ui.unload_after_minutes
+        self._idle.timeout.connect(self._unload_idle_models)
         self.dictation = DictationKey(app, earcons=self.earcons)
         QTimer.singleShot(0, self.dictation.start)  # its own key helper, when a combo is set
         self.autostart = autostart or autostart_for_platform()
@@ -80,6 +82,8 @@ class EverydayFeatures(QObject):
 
     def apply_settings(self, old, new) -> None:
         self.dictation.apply_settings(old, new)
+        if new.ui.unload_after_minutes != old.ui.unload_after_minutes:
+            self._state_changed(self.controller.state, self.controller.detail)
         if new.ui.start_at_login != old.ui.start_at_login:
             self.sync_autostart(new.ui.start_at_login)
 
@@ -128,10 +132,21 @@ class EverydayFeatures(QObject):
 
     def _state_changed(self, state: str, detail: str) -> None:
         self.stop_speaking.setEnabled(state in (THINKING, SPEAKING))
+        minutes = self.app.settings.ui.unload_after_minutes
+        if state == IDLE and minutes > 0:
+            self._idle.start(int(minutes * 60_000))
+        else:
+            self._idle.stop()
         if state not in BUSY and self._announce_waiting:
             for text in self._announce_waiting:
                 self._announce(text)
             self._announce_waiting.clear()
+
+    def _unload_idle_models(self) -> None:
+        if self.controller.state == IDLE and not self.dictation.recording:
+            freed = self.pipeline.unload_models()
+            if freed:
+                log.info("idle: freed the %s models", ", ".join(freed))
 
     # ------------------------------------------------------------------ timers
     def _timer_due(self, timer: Timer) -> None:

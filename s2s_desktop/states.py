@@ -22,6 +22,7 @@ class StageState(StrEnum):
     READY = "ready"
     RELOADING = "reloading"
     FAILED = "failed"
+    UNLOADED = "unloaded"  # idle past ui.unload_after_minutes: loaded again on the next turn
 
 
 class TurnReason(StrEnum):

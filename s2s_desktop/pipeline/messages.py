@@ -97,4 +97,9 @@ class Prime(Message):
     history) so the next question starts warm. Never stale; given up when any message comes."""
 
 
+@dataclass
+class Unload(Message):
+    """Control: free this stage's model (idle); a Reload brings it back (never stale)."""
+
+
 STOP = object()  # sentinel: the stage thread ends

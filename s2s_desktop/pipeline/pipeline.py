@@ -28,6 +28,7 @@ from .messages import (
     Sentence,
     SpeechChunk,
     Transcript,
+    Unload,
     Utterance,
 )
 from .player_stage import PlayerStage
@@ -80,6 +81,7 @@ class Pipeline:
             "player": self.player,
         }
         self.started = False
+        self._unloaded: set[str] = set()  # stages whose model was freed while idle
         self._forget_before = 0  # turns before this one belong to a forgotten conversation
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -163,9 +165,29 @@ class Pipeline:
         self.tts.inbox.put(ReplyDone(turn, text=text, created=now))
         return turn
 
+    def unload_models(self) -> list[str]:
+        """Free every loaded model (the app is idle); the next turn loads them again."""
+        names = [n for n in STAGES if self.stages[n].engine is not None and n not in self._unloaded]
+        for name in names:
+            self.stages[name].inbox.put(Unload(-1))
+        self._unloaded.update(names)
+        return names
+
+    def wake(self) -> bool:
+        """Load the models freed while idle again (before the turn's own messages)."""
+        if not self._unloaded:
+            return False
+        for name in sorted(self._unloaded):
+            self.stages[name].ready.clear()
+            self.stages[name].inbox.put(Reload(-1, settings=self.settings))
+        self._unloaded.clear()
+        self.events.notice.emit("Loading the models again (they were freed while idle)…")
+        return True
+
     def begin_turn(self, source: str = "") -> int:
         """Live turn: the key went down. Barge-in on any running turn; feed() the recording
         while the key is held (STT starts in the background), end_turn() at release."""
+        self.wake()
         self.interrupt()
         turn = self.clock.new_turn()
         self.book.open(turn, source=source)

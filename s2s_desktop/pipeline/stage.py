@@ -6,8 +6,11 @@ one field every message has; errors end the turn with a clear message, the stage
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,11 +20,21 @@ from PySide6.QtCore import QThread
 from .. import devices
 from ..engines import registry
 from ..errors import S2SError
+from ..states import StageState
 from .events import PipelineEvents
-from .messages import STOP, Message, Prime, Reload, TurnEnded
+from .messages import STOP, Message, Prime, Reload, TurnEnded, Unload
 from .turns import TurnBook, TurnClock
 
 log = logging.getLogger(__name__)
+
+
+def _trim_heap() -> None:
+    """glibc keeps freed memory for reuse; hand it back to the OS (Linux only)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
 
 
 class Stage(QThread):
@@ -74,6 +87,16 @@ class Stage(QThread):
         finally:
             self.ready.set()
 
+    def unload_engine(self) -> None:
+        """Free the model (idle); the next Reload loads it again."""
+        if self.engine is None:
+            return
+        self.engine.unload()
+        self.engine = None
+        gc.collect()  # the model's memory goes back now, not at some later collection
+        _trim_heap()
+        self.events.stage_state.emit(self.name, StageState.UNLOADED, "")
+
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> None:
         self.load_engine()
@@ -87,6 +110,9 @@ class Stage(QThread):
                 continue
             if isinstance(msg, Prime):
                 self.prime()
+                continue
+            if isinstance(msg, Unload):
+                self.unload_engine()
                 continue
             if self.clock.is_stale(msg.turn):
                 continue

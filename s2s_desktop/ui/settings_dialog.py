@@ -41,6 +41,7 @@ from .audio_settings import AudioTab
 from .dictation_settings import add_dictation_rows
 from .form_fields import Fields
 from .hotkey_edit import HotkeyEdit, taken_by_desktop
+from .idle_settings import add_unload_row
 from .language_check import language_problems, voice_label
 from .model_settings import STAGE_NAMES, ComputeTab, ModelsTab
 from .server_settings import ServerTab
@@ -189,6 +190,7 @@ class SettingsDialog(QDialog):
         form.addRow("Mode:", self.fields.bind("hotkey.mode", mode))
         form.addRow("", self.fields.bind("hotkey.enabled", QCheckBox("Use the global shortcut")))
         self.dictation_edit = add_dictation_rows(form, self.fields)
+        self.unload_box = add_unload_row(form, self.fields)
         form.addRow(
             "", self.fields.bind("ui.start_at_login", QCheckBox("Start s2s-desktop when I log in"))
         )
