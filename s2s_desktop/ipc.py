@@ -189,18 +189,27 @@ def format_status(status: dict) -> str:
 NOT_RUNNING = "s2s-desktop is not running: start it with `s2s-desktop` first"
 
 
+def accepted(command: str, payload: dict | None = None, name: str | None = None) -> dict | None:
+    """The app's reply to a command it accepted; None (said on stderr) when it is not running
+    or refused it. Timeouts and broken connections raise."""
+    reply = request(command, payload, name=name)
+    if reply is None:
+        print(NOT_RUNNING, file=sys.stderr)
+        return None
+    if not reply.get("ok"):
+        print(f"error: {reply.get('error', 'the app refused the command')}", file=sys.stderr)
+        return None
+    return reply
+
+
 def send_command(name: str, json_output: bool = False) -> int:
     """The CLI's side of toggle / talk-start / talk-stop / quit / status; the exit code."""
     try:
-        reply = request(name)
+        reply = accepted(name)
     except (TimeoutError, ConnectionError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if reply is None:
-        print(NOT_RUNNING, file=sys.stderr)
-        return 1
-    if not reply.get("ok"):
-        print(f"error: {reply.get('error', 'the app refused the command')}", file=sys.stderr)
         return 1
     if name == "status":
         status = reply.get("status", {})
@@ -223,12 +232,8 @@ def send_question(text: str, json_output: bool = False, wait: bool = True,
         print('error: the question is empty: s2s-desktop ask "What time is it?"', file=sys.stderr)
         return 2
     try:
-        reply = request("ask", {"text": text}, name=name)
+        reply = accepted("ask", {"text": text}, name=name)
         if reply is None:
-            print(NOT_RUNNING, file=sys.stderr)
-            return 1
-        if not reply.get("ok"):
-            print(f"error: {reply.get('error', 'the app refused the question')}", file=sys.stderr)
             return 1
         turn = reply["turn"]
         record = None

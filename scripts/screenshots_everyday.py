@@ -1,6 +1,7 @@
 """Screenshots of the everyday controls for docs/screenshots: the conversation window's
 question box, Stop button and per-message copy links (mid-reply and done), the tray menu with
-Stop Speaking, Copy Last Answer and a running timer, and the earcon rows in Settings → Audio.
+Stop Speaking, Copy Last Answer and a running timer, the earcon rows in Settings → Audio, and
+the dictation shortcut and "Free memory" in Settings → General.
 
     xvfb-run -s "-screen 0 1280x800x24" env QT_QPA_PLATFORM=xcb \\
         python scripts/screenshots_everyday.py [--out docs/screenshots]
@@ -12,29 +13,22 @@ device). Settings and history live in a temp folder.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.take_screenshots import pump, realtime_sink, wait_for  # noqa: E402
+from scripts.take_screenshots import (  # noqa: E402
+    output_and_private_dirs,
+    pump,
+    realtime_sink,
+    wait_for,
+)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
-    args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="s2s-shots-"))
-    for var in ("S2S_CONFIG_DIR", "S2S_DATA_DIR", "S2S_CACHE_DIR", "S2S_LOG_DIR"):
-        os.environ[var] = str(tmp / var.lower())
-    os.environ["XDG_CONFIG_HOME"] = str(tmp / "xdg")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    out, _ = output_and_private_dirs()
 
     from PySide6.QtCore import QPoint
     from PySide6.QtWidgets import QApplication
@@ -83,11 +77,17 @@ def main() -> int:
 
     from s2s_desktop.ui.settings_dialog import SettingsDialog
 
-    dialog = SettingsDialog(settings.copy(), on_apply=lambda s: [])
+    shown = settings.copy()
+    shown.hotkey.dictation_combo = "ctrl+alt+d"
+    shown.ui.unload_after_minutes = 15
+    dialog = SettingsDialog(shown, on_apply=lambda s: [])
     dialog.tabs.setCurrentWidget(dialog.audio)
     dialog.show()
     pump(qapp, 0.4)
     dialog.grab().save(str(out / "settings-audio-sounds.png"))
+    dialog.tabs.setCurrentIndex(0)
+    pump(qapp, 0.3)
+    dialog.grab().save(str(out / "settings-general-dictation.png"))
     dialog.close()
     app.shutdown()
     print(f"screenshots in {out}")

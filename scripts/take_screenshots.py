@@ -94,7 +94,8 @@ def realtime_sink():
     return RealtimeSink()
 
 
-def main() -> int:
+def output_and_private_dirs() -> tuple[Path, Path]:
+    """(--out folder, a temp folder holding this run's settings, history, logs and caches)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
     args = parser.parse_args()
@@ -103,7 +104,13 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="s2s-shots-"))
     for var in ("S2S_CONFIG_DIR", "S2S_DATA_DIR", "S2S_CACHE_DIR", "S2S_LOG_DIR"):
         os.environ[var] = str(tmp / var.lower())
+    os.environ["XDG_CONFIG_HOME"] = str(tmp / "xdg")  # start at login: never the real one
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return out, tmp
+
+
+def main() -> int:
+    out, tmp = output_and_private_dirs()
 
     from PySide6.QtCore import QPoint
     from PySide6.QtWidgets import QApplication
