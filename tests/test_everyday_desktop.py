@@ -97,7 +97,8 @@ def test_the_start_sound_is_heard_at_a_press(rig):
     assert first is not None and first - pressed < 0.5, "no sound at the press"
     piece = pcm[(times >= first) & (times < first + 0.12)]
     # its two tones, and not the 300 Hz a voice would have
-    assert tone_level(piece, 660) > 0.05 and tone_level(piece, 990) > 0.05
+    # (each tone fills part of the window, under a fade: about 0.04 at full volume)
+    assert tone_level(piece, 660) > 0.015 and tone_level(piece, 990) > 0.015
     assert tone_level(piece, 660) > 5 * tone_level(piece, 300)
 
 
