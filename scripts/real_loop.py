@@ -5,7 +5,8 @@
 What it does, per run (each run is a fresh app, so a fresh conversation):
 - starts a private Xvfb screen and a private PulseAudio server whose null sinks stand in for
   the microphone (`micsrc`, its monitor is the app's input) and the speaker (`spk`);
-- starts the app plainly (`python -m s2s_desktop`, only the hotkey set; `--profile` adds one)
+- starts the app plainly (`python -m s2s_desktop`, only the hotkey set and the listening
+  earcons off, so the first sound after release is the reply; `--profile` adds a profile)
   with its settings, history and logs in a temporary folder, and waits until its models load;
 - for each held-out question of `s2s_desktop.bench.HELD_OUT` (spoken by espeak-ng, its
   trailing silence trimmed): holds the real hotkey with xdotool, plays the question into the
@@ -61,7 +62,9 @@ class App:
         cmd = [sys.executable, "-m", "s2s_desktop"]
         if profile:
             cmd += ["--profile", profile]
-        cmd += ["--set", f"hotkey.combo={COMBO}", "--set", "hotkey.mode=hold"]
+        # no listening earcons: the first sound after release must be the reply
+        cmd += ["--set", f"hotkey.combo={COMBO}", "--set", "hotkey.mode=hold",
+                "--set", "audio.earcons=false"]
         self.log = open(root / "app.log", "wb")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                      cwd=ROOT)
