@@ -131,3 +131,22 @@ def listen(model, pcm, sample_rate: int) -> str:
     segments, _ = model.transcribe(to_mono_16k(pcm, sample_rate), language="en", beam_size=1,
                                    condition_on_previous_text=False)
     return " ".join(s.text for s in segments).strip()
+
+
+@pytest.fixture
+def session_factory(monkeypatch):
+    """Headless sessions over scripted engines (tests/helpers/scripted_engines), closed after."""
+    from s2s_desktop.pipeline.runner import HeadlessSession
+    from tests.helpers import scripted_engines as scripted
+
+    scripted.install(monkeypatch)
+    made = []
+
+    def make(**kw):
+        s = HeadlessSession(scripted.settings(**kw))
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        assert s.close(), "pipeline threads did not stop within 2 s"

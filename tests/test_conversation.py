@@ -7,15 +7,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pytest
 
 from s2s_desktop.config import profile_overrides
 from s2s_desktop.engines.llm.history import build_messages, window
 from s2s_desktop.pipeline.chunker import SentenceChunker
 from s2s_desktop.pipeline.repetition import LoopGuard, repeated_phrase, share_of_earlier
-from s2s_desktop.pipeline.runner import HeadlessSession
 from s2s_desktop.pipeline.turns import Conversation
-from tests.helpers import scripted_engines as scripted
 
 VOICE = (0.2 * np.sin(np.linspace(0, 800, 16000))).astype(np.float32)
 
@@ -99,21 +96,6 @@ def test_the_chunker_takes_back_what_it_has_not_said():
 
 
 # ---------------------------------------------------------------- in the pipeline
-
-
-@pytest.fixture
-def session_factory(monkeypatch):
-    scripted.install(monkeypatch)
-    made = []
-
-    def make(**kw):
-        s = HeadlessSession(scripted.settings(**kw))
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        assert s.close(), "pipeline threads did not stop within 2 s"
 
 
 def test_a_looping_reply_is_cut_before_the_loop_is_spoken(session_factory):

@@ -17,21 +17,6 @@ from tests.helpers import scripted_engines as scripted
 VOICE = (0.2 * np.sin(np.linspace(0, 800, 16000))).astype(np.float32)  # 1 s of "speech"
 
 
-@pytest.fixture
-def session_factory(monkeypatch):
-    scripted.install(monkeypatch)
-    made = []
-
-    def make(**kw):
-        s = HeadlessSession(scripted.settings(**kw))
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        assert s.close(), "pipeline threads did not stop within 2 s"
-
-
 def test_a_turn_flows_through_every_stage(session_factory):
     session = session_factory(reply="Paris is the capital. It is lovely.", heard="Capital?")
     rec = session.turn(VOICE)
