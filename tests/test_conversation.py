@@ -77,6 +77,10 @@ def test_a_reply_that_copies_an_earlier_one_is_ended():
     cut = next(c for c in cuts if c is not None)
     assert reply[:cut].strip() == "Well."
     assert share_of_earlier(reply[:cut], earlier) < 0.5
+    # a copy from the first word: nothing is left (the stage then asks without the history)
+    guard = LoopGuard([earlier])
+    cuts = [guard.cut(earlier[:i]) for i in range(1, len(earlier) + 1)]
+    assert next(c for c in cuts if c is not None) == 0
 
 
 def test_ordinary_replies_are_not_cut():
@@ -106,6 +110,17 @@ def test_a_looping_reply_is_cut_before_the_loop_is_spoken(session_factory):
     assert rec["reply"] == "It is the first place of the town,"
     assert rec["spoken"] == "It is the first place of the town,"
     assert session.pipeline.conversation.exchanges()[-1][1] == rec["reply"]
+
+
+def test_a_reply_copying_an_earlier_one_is_asked_again_without_the_history(session_factory):
+    session = session_factory(reply="The capital of Germany is Berlin, a big city.")
+    first = session.turn(VOICE)
+    second = session.turn(VOICE)  # this scripted model says the same whatever it is asked
+    prompts = session.pipeline.llm.engine.seen
+    assert first["reply"] == "The capital of Germany is Berlin, a big city."
+    assert [m["role"] for m in prompts[-2]] == ["system", "user", "assistant", "user"]
+    assert [m["role"] for m in prompts[-1]] == ["system", "user"]  # asked again, on its own
+    assert second["reason"] == "ok" and second["spoken"] == second["reply"]
 
 
 def test_new_conversation_forgets_what_the_llm_saw(session_factory):

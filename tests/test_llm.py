@@ -9,7 +9,7 @@ import time
 import pytest
 
 from s2s_desktop.config import LLMSettings
-from s2s_desktop.engines.llm.history import build_messages
+from s2s_desktop.engines.llm.history import build_messages, prefix_messages, window
 from s2s_desktop.errors import DeviceUnavailable, ModelLoadError, UnsafeModelFormat
 from s2s_desktop.models.resolve import package_path
 
@@ -135,6 +135,76 @@ def test_llama_cpp_reuses_the_cached_prompt_prefix(llama):
     uncached = llama.last_stats["first_token_s"]
     print(f"first token: {cached * 1000:.0f} ms cached, {uncached * 1000:.0f} ms uncached")
     assert cached < uncached
+
+
+TALK = [
+    "What is the capital of Spain?", "And what about Italy?", "Why do birds fly south?",
+    "How many days are in a leap year?", "What is ice made of?", "Name a large desert.",
+    "What do cows eat?", "Who painted the Mona Lisa?", "How far away is the moon?",
+    "What is a good name for a cat?", "And for a dog?", "What is the longest river?",
+]
+
+
+def converse(engine, questions, history_turns: int, prime: bool):
+    """A conversation as the LLM stage holds it: each reply joins the history, and (if
+    `prime`) the next prompt's known start is evaluated before the next question."""
+    history, evaluated = [], []
+    for question in questions:
+        _, reply = ask(engine, build_messages(SYSTEM, history, question, history_turns))
+        evaluated.append(engine.last_stats["prompt_tokens_evaluated"])
+        history.append((question, reply))
+        if prime:
+            engine.prime(prefix_messages(SYSTEM, window(history, history_turns)), lambda: False)
+    return history, evaluated
+
+
+def test_llama_cpp_turn_12_evaluates_only_the_new_question_at_release(llama):
+    """Between turns the history is evaluated ahead; at release only the question is left,
+    also on the turns where the window drops its oldest exchanges (turns 9 and beyond)."""
+    llama.llm.reset()
+    history, evaluated = converse(llama, TALK, history_turns=8, prime=True)
+    question_tokens = [len(llama.llm.tokenize(q.encode(), add_bos=False)) for q in TALK]
+    print("evaluated at release per turn:", evaluated, "question tokens:", question_tokens)
+    # the question plus the template's end-of-user and start-of-assistant tokens
+    assert evaluated[11] <= question_tokens[11] + 8
+    assert all(e <= q + 8 for e, q in zip(evaluated[1:], question_tokens[1:], strict=True))
+    # without the evaluation ahead, turn 12 evaluates the history the window moved over
+    llama.llm.reset()
+    _, unprimed = converse(llama, TALK, history_turns=8, prime=False)
+    assert unprimed[8] > question_tokens[8] + 50  # turn 9 drops 4 exchanges: all re-read
+
+
+def test_llama_cpp_reply_is_the_same_on_an_evaluated_ahead_prefix(llama):
+    history = [(q, a) for q, a in zip(TALK[:3], ("Madrid is the capital of Spain.",
+                                                 "Rome is the capital of Italy.",
+                                                 "Birds fly south to find food in winter."),
+                                      strict=True)]
+    messages = build_messages(SYSTEM, history, "And why do they come back?", 8)
+    llama.llm.reset()
+    _, cold = ask(llama, messages)
+    cold_evaluated = llama.last_stats["prompt_tokens_evaluated"]
+    llama.llm.reset()
+    assert llama.prime(prefix_messages(SYSTEM, history), lambda: False) > 50
+    _, warm = ask(llama, messages)
+    assert warm == cold and warm.strip()
+    assert llama.last_stats["prompt_tokens_evaluated"] < cold_evaluated // 4
+
+
+def test_llama_cpp_prime_gives_up_when_told(llama):
+    from s2s_desktop.engines.llm.llama_cpp import PRIME_BATCH
+
+    llama.llm.reset()
+    history = [(q, "I do not know that, sorry.") for q in TALK]
+    calls = []
+
+    def stop_after_two() -> bool:
+        calls.append(1)
+        return len(calls) > 2
+
+    done = llama.prime(prefix_messages(SYSTEM, history), stop_after_two)
+    assert 0 < done <= 2 * PRIME_BATCH  # two batches, then it gave up
+    _, reply = ask(llama, build_messages(SYSTEM, history, "What is the capital of Spain?", 12))
+    assert "Madrid" in reply  # the part evaluated is reused, the rest evaluated at release
 
 
 def test_llama_cpp_stops_at_next_token_when_stop_is_set(llama):

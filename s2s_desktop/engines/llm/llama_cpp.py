@@ -23,7 +23,7 @@ from ..base import LLMEngine, require
 log = logging.getLogger(__name__)
 
 GGUF_MAGIC = b"GGUF"
-PRIME_BATCH = 32  # tokens per step of prime(): a new question waits at most one step
+PRIME_BATCH = 16  # tokens per step of prime(): a new question waits at most one step
 # the template a GGUF without its own chat template is rendered with (most chat models' own)
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"

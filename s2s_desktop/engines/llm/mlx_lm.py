@@ -1,7 +1,9 @@
 """LLM on MLX (Apple Silicon GPU; MLX's CPU build elsewhere) via mlx-lm, streamed per token.
 
 Every MLX step (load, each generated token, unload) runs under the process-wide MLX lock, so
-STT and TTS on MLX can work between tokens without two threads touching Metal at once.
+STT and TTS on MLX can work between tokens without two threads touching Metal at once. The
+prompt cache (mlx-lm's KV cache) is kept across turns and trimmed back to what the next prompt
+shares; `prime()` fills it with the next prompt's known start between turns.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from ..base import LLMEngine
 log = logging.getLogger(__name__)
 
 BACKEND = "mlx-lm"
+PRIME_BATCH = 16  # tokens per locked step of prime(): a new question waits at most one step
+NEXT_QUESTION = "\x00next question\x00"  # placeholder where the next user message will go
 
 
 def _check_model_folder(path: Path) -> None:
@@ -66,6 +70,9 @@ class MLXLMLLM(LLMEngine):
         self._mlx_lm = None
         self._model = None
         self._tokenizer = None
+        self._cache = None  # mlx-lm prompt cache holding the tokens in _cache_ids
+        self._cache_ids: list[int] = []
+        self.last_stats: dict = {}
 
     def load(self) -> None:
         self.require("mlx.core", "mlx")
@@ -99,7 +106,8 @@ class MLXLMLLM(LLMEngine):
     def unload(self) -> None:
         if self._model is not None:
             with mlx_lock("llm"):
-                self._model = self._tokenizer = None
+                self._model = self._tokenizer = self._cache = None
+                self._cache_ids = []
                 import mlx.core as mx
 
                 mx.clear_cache()
@@ -127,6 +135,60 @@ class MLXLMLLM(LLMEngine):
                 return ids[-budget:]
             del msgs[droppable[0]]
 
+    # ------------------------------------------------------------ prompt cache
+
+    def _cached(self) -> int:
+        return self._cache[0].offset if self._cache else 0
+
+    def _reuse(self, ids: list[int], leave: int) -> int:
+        """Trim the kept cache back to what `ids` shares with it (leaving at least `leave`
+        tokens of `ids` to evaluate); returns how many cached tokens stay."""
+        from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
+
+        keep = 0
+        for a, b in zip(self._cache_ids, ids[: len(ids) - leave], strict=False):
+            if a != b:
+                break
+            keep += 1
+        if self._cache is None or keep == 0 or not can_trim_prompt_cache(self._cache):
+            self._cache, self._cache_ids = make_prompt_cache(self._model), []
+            return 0
+        trim_prompt_cache(self._cache, self._cached() - keep)
+        self._cache_ids = self._cache_ids[:keep]
+        return keep
+
+    def prime(self, messages: list[dict], should_stop) -> int:
+        if not self.loaded:
+            return 0
+        import mlx.core as mx
+
+        text = self._render([*messages, {"role": "user", "content": NEXT_QUESTION}])
+        cut = text.rfind(NEXT_QUESTION)
+        full = self._tokenizer.encode(
+            self._render([*messages, {"role": "user", "content": "Hi"}]), add_special_tokens=False)
+        ids = self._tokenizer.encode(text[:cut], add_special_tokens=False) if cut >= 0 else []
+        same = 0
+        for a, b in zip(ids, full, strict=False):
+            if a != b:
+                break
+            same += 1
+        ids = ids[:same]  # the token at the cut may be written differently in the whole prompt
+        if self._cache_ids[: len(ids)] == ids or should_stop():
+            return 0  # already cached (or a question came)
+        with mlx_lock("llm"):
+            keep = self._reuse(ids, leave=0)
+        done = 0
+        for start in range(keep, len(ids), PRIME_BATCH):
+            if should_stop():
+                break
+            batch = ids[start : start + PRIME_BATCH]
+            with mlx_lock("llm"):
+                self._model(mx.array(batch)[None], cache=self._cache)
+                mx.eval([c.state for c in self._cache])
+            self._cache_ids += batch
+            done += len(batch)
+        return done
+
     # ------------------------------------------------------------ generation
 
     def stream(
@@ -135,22 +197,31 @@ class MLXLMLLM(LLMEngine):
         if not self.loaded:
             raise ModelLoadError("the mlx-lm model is not loaded yet: load() it first")
         import mlx.core as mx
-        from mlx_lm.sample_utils import make_sampler
+        from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
         if stop.is_set():
             return
         limit = int(max_new_tokens or self.settings.max_new_tokens)
         ids = self.prompt_tokens(messages, limit)
+        with mlx_lock("llm"):
+            keep = self._reuse(ids, leave=1)
+        self.last_stats = {"prompt_tokens_evaluated": len(ids) - keep}
         sampler = make_sampler(temp=float(self.settings.temperature))
+        penalty = float(self.settings.repeat_penalty)
         generator = self._mlx_lm.stream_generate(
-            self._model, self._tokenizer, ids, max_tokens=limit, sampler=sampler
+            self._model, self._tokenizer, ids[keep:], max_tokens=limit, sampler=sampler,
+            prompt_cache=self._cache,
+            logits_processors=make_logits_processors(
+                repetition_penalty=penalty if penalty > 1.0 else None),
         )
+        written: list[int] = []
         # the lock is taken per token, not per reply; each step's queued work is finished
         # on mlx-lm's generation stream before another stage may use MLX
         stream = importlib.import_module("mlx_lm.generate").generation_stream  # module, not fn
         steps = locked_steps("llm", generator, sync=lambda: mx.synchronize(stream))
         try:
             for response in steps:
+                written.append(int(response.token))
                 if stop.is_set():
                     return
                 if response.text:
@@ -159,3 +230,5 @@ class MLXLMLLM(LLMEngine):
                     return
         finally:
             steps.close()
+            # the cache now holds the prompt and (all but maybe the last of) the reply
+            self._cache_ids = [*ids, *written][: self._cached()]

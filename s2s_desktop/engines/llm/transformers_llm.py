@@ -1,7 +1,9 @@
 """LLM over Hugging Face transformers: a local folder of safetensors, or a GGUF file.
 
 Generation runs on its own thread and feeds a TextIteratorStreamer; a StoppingCriteria reads
-the stop Event at every token, so barge-in ends the reply at the next token.
+the stop Event at every token, so barge-in ends the reply at the next token. The KV cache of
+the last prompt and reply is kept (a DynamicCache cut back to the part the next prompt shares),
+and `prime()` fills it with the next prompt's known start between turns.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ log = logging.getLogger(__name__)
 
 BACKEND = "transformers"
 STREAM_TIMEOUT_S = 300.0  # a generation thread silent this long has hung: give up
+PRIME_BATCH = 16  # tokens per step of prime(): a new question waits at most one step
+NEXT_QUESTION = "\x00next question\x00"  # placeholder where the next user message will go
 
 
 def _torch():
@@ -101,6 +105,8 @@ class TransformersLLM(LLMEngine):
         self.tokenizer = None
         self.last_stats: dict = {}
         self.compiled: bool | None = None  # None: llm.compile is off
+        self._cache = None  # DynamicCache of the tokens in _cache_ids
+        self._cache_ids: list[int] = []
 
     def load(self) -> None:
         _torch()  # a clear message if torch is missing
@@ -175,6 +181,64 @@ class TransformersLLM(LLMEngine):
             text += " (compiled)" if self.compiled else " (torch.compile failed: eager)"
         return text
 
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _render(self, messages: list[dict]) -> str:
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                  tokenize=False)
+
+    def _keeps_cache(self) -> bool:
+        return not self.compiled  # a compiled model generates with its own static cache
+
+    def _reuse(self, ids: list[int], leave: int) -> int:
+        """Cut the kept cache back to what `ids` shares with it (leaving at least `leave`
+        tokens of `ids` to evaluate); returns how many cached tokens stay."""
+        transformers = require("transformers", BACKEND, "transformers", "torch")
+        keep = 0
+        for a, b in zip(self._cache_ids, ids[: len(ids) - leave], strict=False):
+            if a != b:
+                break
+            keep += 1
+        if keep == 0 or self._cache is None:
+            self._cache, self._cache_ids = transformers.DynamicCache(), []
+            return 0
+        if keep < self._cache.get_seq_length():
+            self._cache.crop(keep - self._cache.get_seq_length())  # negative: tokens to drop
+        self._cache_ids = self._cache_ids[:keep]
+        return keep
+
+    def prime(self, messages: list[dict], should_stop) -> int:
+        torch = _torch()
+        if self.model is None or not self._keeps_cache():
+            return 0
+        text = self._render([*messages, {"role": "user", "content": NEXT_QUESTION}])
+        cut = text.rfind(NEXT_QUESTION)
+        if cut < 0:
+            return 0
+        ids = self._ids(text[:cut])
+        full = self._ids(self._render([*messages, {"role": "user", "content": "Hi"}]))
+        same = 0
+        for a, b in zip(ids, full, strict=False):
+            if a != b:
+                break
+            same += 1
+        ids = ids[:same]  # the token at the cut may be written differently in the whole prompt
+        if self._cache_ids[: len(ids)] == ids or should_stop():
+            return 0  # already cached (or a question came)
+        keep = self._reuse(ids, leave=0)
+        done = 0
+        with torch.inference_mode():
+            for start in range(keep, len(ids), PRIME_BATCH):
+                if should_stop():
+                    break
+                batch = ids[start : start + PRIME_BATCH]
+                self.model(input_ids=torch.tensor([batch], device=self.torch_device),
+                           past_key_values=self._cache, use_cache=True)
+                self._cache_ids += batch
+                done += len(batch)
+        return done
+
     def stream(
         self, messages: list[dict], stop: threading.Event, max_new_tokens: int | None = None
     ) -> Iterator[str]:
@@ -185,10 +249,13 @@ class TransformersLLM(LLMEngine):
         if stop.is_set():
             return
         limit = max_new_tokens or self.settings.max_new_tokens
-        inputs = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
-        inputs = {k: v.to(self.torch_device) for k, v in inputs.items()}
+        ids = self._ids(self._render(messages))
+        cached = self._reuse(ids, leave=1) if self._keeps_cache() else 0
+        inputs = {"input_ids": torch.tensor([ids], device=self.torch_device),
+                  "attention_mask": torch.ones((1, len(ids)), dtype=torch.long,
+                                               device=self.torch_device)}
+        if self._keeps_cache():
+            inputs["past_key_values"] = self._cache
         streamer = transformers.TextIteratorStreamer(
             self.tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=STREAM_TIMEOUT_S
         )
@@ -203,22 +270,26 @@ class TransformersLLM(LLMEngine):
             stopping_criteria=transformers.StoppingCriteriaList([counter]),
             pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
         )
+        if float(self.settings.repeat_penalty) > 1.0:
+            gen_kwargs["repetition_penalty"] = float(self.settings.repeat_penalty)
         if temperature > 0:
             gen_kwargs["temperature"] = temperature
         else:  # greedy: clear sampling knobs a generation_config may carry
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
         failure: list[BaseException] = []
+        produced: list = []
 
         def generate() -> None:
             try:
                 with torch.inference_mode():
-                    self.model.generate(**gen_kwargs)
+                    produced.append(self.model.generate(**gen_kwargs))
             except BaseException as exc:  # surfaced in the consumer's thread
                 failure.append(exc)
                 streamer.end()
 
         t0 = time.monotonic()
         first = None
+        self.last_stats = {"prompt_tokens_evaluated": len(ids) - cached}
         worker = threading.Thread(target=generate, name="llm-generate", daemon=True)
         worker.start()
         try:
@@ -231,6 +302,7 @@ class TransformersLLM(LLMEngine):
         finally:
             quit_.set()
             worker.join(timeout=STREAM_TIMEOUT_S)
+            self._remember_cache(produced[0][0] if produced and not worker.is_alive() else None)
             if self.torch_device == "mps":
                 torch.mps.synchronize()
                 torch.mps.empty_cache()
@@ -241,9 +313,19 @@ class TransformersLLM(LLMEngine):
                 "finish": "cancelled"
                 if stop.is_set()
                 else ("length" if counter.tokens >= limit else "stop"),
+                "prompt_tokens_evaluated": len(ids) - cached,
             }
         if failure and not stop.is_set():
             raise S2SError(f"the LLM failed while generating: {failure[0]}") from failure[0]
+
+
+    def _remember_cache(self, sequence) -> None:
+        """The cache now holds the prompt and reply `sequence` (all but the last token); a
+        generation that failed or hung leaves nothing worth keeping."""
+        if sequence is None or self._cache is None:
+            self._cache, self._cache_ids = None, []
+            return
+        self._cache_ids = sequence.tolist()[: self._cache.get_seq_length()]
 
 
 class _StopOnEvent:
