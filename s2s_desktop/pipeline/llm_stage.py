@@ -99,9 +99,10 @@ class LLMStage(Stage):
                 if not (copied and len(messages) > 2):
                     break
                 # an earlier reply again, word for word: the history misleads this model, so
-                # the question is answered on its own (the system prompt's cache still holds)
+                # the question is answered on its own (the system prompt's cache still holds);
+                # that answer stands even if it is the earlier one (an answer, not silence)
                 messages = build_messages(cfg.system_prompt, [], msg.text, 0)
-                chunker, reply = SentenceChunker(), ""
+                chunker, reply, earlier = SentenceChunker(), "", []
             if stop.is_set():
                 return
             for piece in chunker.flush():
