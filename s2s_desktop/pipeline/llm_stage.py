@@ -84,15 +84,14 @@ class LLMStage(Stage):
                     if tokens == 1:
                         self.book.mark(msg.turn, "llm_first_token")
                         self._record_prompt_tokens(msg.turn)
-                    reply += delta
-                    end = guard.cut(reply)
+                    end = guard.cut(reply + delta)
                     if end is not None:  # a loop: what is not spoken yet is taken back
                         log.info("turn %s: the reply began to repeat itself", msg.turn)
-                        chunker.feed(delta)
-                        chunker.retract(len(reply) - end)
-                        reply = reply[:end]
+                        taken = chunker.retract(max(0, len(reply) - end))
+                        reply = reply[: len(reply) - taken]  # the reply as far as it was said
                         copied = not reply.strip() and index == 0
                         break
+                    reply += delta
                     self.events.reply_delta.emit(msg.turn, delta)
                     for piece in chunker.feed(delta):
                         index = yield from self._sentence(msg.turn, piece, index)
