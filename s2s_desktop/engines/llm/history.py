@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+NEXT_QUESTION = "\x00next question\x00"  # placeholder where the next user message will go
+
 
 def window(history: list[tuple[str, str]], history_turns: int) -> list[tuple[str, str]]:
     """The exchanges a prompt keeps: at most `history_turns`, the oldest dropped in blocks of
@@ -44,3 +48,27 @@ def build_messages(
     messages = prefix_messages(system_prompt, window(history, history_turns))
     messages.append({"role": "user", "content": user_text.strip()})
     return messages
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids `a` and `b` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def prefix_ids(messages: list[dict], render: Callable[[list[dict]], str],
+               encode: Callable[[str], list[int]]) -> list[int]:
+    """Token ids of the next prompt up to where its user message starts (`render`: chat
+    messages → the prompt text, `encode`: text → ids). Only the ids a whole prompt starts
+    with too: the token at the cut may be written differently there."""
+    text = render([*messages, {"role": "user", "content": NEXT_QUESTION}])
+    cut = text.rfind(NEXT_QUESTION)
+    if cut < 0:
+        return []
+    ids = encode(text[:cut])
+    full = encode(render([*messages, {"role": "user", "content": "Hi"}]))
+    return ids[: common_prefix(ids, full)]

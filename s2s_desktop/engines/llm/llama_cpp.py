@@ -19,6 +19,7 @@ from pathlib import Path
 from ...errors import DeviceUnavailable, ModelLoadError, S2SError
 from ...models.resolve import resolve_model
 from ..base import LLMEngine, require
+from .history import prefix_ids
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,6 @@ CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-NEXT_QUESTION = "\x00next question\x00"  # placeholder where the next user message will go
 
 
 def gguf_path(path: Path) -> Path:
@@ -138,15 +138,9 @@ class LlamaCppLLM(LLMEngine):
 
     def prefix_tokens(self, messages: list[dict]) -> list[int]:
         """Token ids of the next prompt up to where its user message starts."""
-        placeholder = {"role": "user", "content": NEXT_QUESTION}
-        prompt = self.formatter(messages=[*messages, placeholder])
-        cut = prompt.prompt.rfind(NEXT_QUESTION)
-        if cut < 0:
-            return []
-        ids = self._ids(prompt.prompt[:cut], prompt)
-        full = self.tokens([*messages, {"role": "user", "content": "Hi"}])
-        # the BOS and the token at the cut may be written differently inside the whole prompt
-        return ids[: self.llm.longest_token_prefix(ids, full)]
+        prompt = self.formatter(messages=messages)  # how this template tokenizes (BOS or not)
+        return prefix_ids(messages, lambda m: self.formatter(messages=m).prompt,
+                          lambda text: self._ids(text, prompt))
 
     def prime(self, messages: list[dict], should_stop) -> int:
         if self.llm is None:

@@ -19,12 +19,12 @@ from ...errors import ModelLoadError
 from ...mlx_lock import locked_steps, mlx_lock
 from ...models.resolve import resolve_model
 from ..base import LLMEngine
+from .history import common_prefix, prefix_ids
 
 log = logging.getLogger(__name__)
 
 BACKEND = "mlx-lm"
 PRIME_BATCH = 16  # tokens per locked step of prime(): a new question waits at most one step
-NEXT_QUESTION = "\x00next question\x00"  # placeholder where the next user message will go
 
 
 def _check_model_folder(path: Path) -> None:
@@ -145,11 +145,7 @@ class MLXLMLLM(LLMEngine):
         tokens of `ids` to evaluate); returns how many cached tokens stay."""
         from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
-        keep = 0
-        for a, b in zip(self._cache_ids, ids[: len(ids) - leave], strict=False):
-            if a != b:
-                break
-            keep += 1
+        keep = common_prefix(self._cache_ids, ids[: len(ids) - leave])
         if self._cache is None or keep == 0 or not can_trim_prompt_cache(self._cache):
             self._cache, self._cache_ids = make_prompt_cache(self._model), []
             return 0
@@ -162,17 +158,8 @@ class MLXLMLLM(LLMEngine):
             return 0
         import mlx.core as mx
 
-        text = self._render([*messages, {"role": "user", "content": NEXT_QUESTION}])
-        cut = text.rfind(NEXT_QUESTION)
-        full = self._tokenizer.encode(
-            self._render([*messages, {"role": "user", "content": "Hi"}]), add_special_tokens=False)
-        ids = self._tokenizer.encode(text[:cut], add_special_tokens=False) if cut >= 0 else []
-        same = 0
-        for a, b in zip(ids, full, strict=False):
-            if a != b:
-                break
-            same += 1
-        ids = ids[:same]  # the token at the cut may be written differently in the whole prompt
+        ids = prefix_ids(messages, self._render,
+                         lambda text: self._tokenizer.encode(text, add_special_tokens=False))
         if self._cache_ids[: len(ids)] == ids or should_stop():
             return 0  # already cached (or a question came)
         with mlx_lock("llm"):

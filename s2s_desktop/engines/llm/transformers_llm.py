@@ -17,13 +17,13 @@ from pathlib import Path
 from ...errors import DeviceUnavailable, ModelLoadError, S2SError, UnsafeModelFormat
 from ...models.resolve import resolve_model
 from ..base import LLMEngine, require
+from .history import common_prefix, prefix_ids
 
 log = logging.getLogger(__name__)
 
 BACKEND = "transformers"
 STREAM_TIMEOUT_S = 300.0  # a generation thread silent this long has hung: give up
 PRIME_BATCH = 16  # tokens per step of prime(): a new question waits at most one step
-NEXT_QUESTION = "\x00next question\x00"  # placeholder where the next user message will go
 
 
 def _torch():
@@ -195,11 +195,7 @@ class TransformersLLM(LLMEngine):
         """Cut the kept cache back to what `ids` shares with it (leaving at least `leave`
         tokens of `ids` to evaluate); returns how many cached tokens stay."""
         transformers = require("transformers", BACKEND, "transformers", "torch")
-        keep = 0
-        for a, b in zip(self._cache_ids, ids[: len(ids) - leave], strict=False):
-            if a != b:
-                break
-            keep += 1
+        keep = common_prefix(self._cache_ids, ids[: len(ids) - leave])
         if keep == 0 or self._cache is None:
             self._cache, self._cache_ids = transformers.DynamicCache(), []
             return 0
@@ -212,18 +208,7 @@ class TransformersLLM(LLMEngine):
         torch = _torch()
         if self.model is None or not self._keeps_cache():
             return 0
-        text = self._render([*messages, {"role": "user", "content": NEXT_QUESTION}])
-        cut = text.rfind(NEXT_QUESTION)
-        if cut < 0:
-            return 0
-        ids = self._ids(text[:cut])
-        full = self._ids(self._render([*messages, {"role": "user", "content": "Hi"}]))
-        same = 0
-        for a, b in zip(ids, full, strict=False):
-            if a != b:
-                break
-            same += 1
-        ids = ids[:same]  # the token at the cut may be written differently in the whole prompt
+        ids = prefix_ids(messages, self._render, self._ids)
         if self._cache_ids[: len(ids)] == ids or should_stop():
             return 0  # already cached (or a question came)
         keep = self._reuse(ids, leave=0)
