@@ -104,24 +104,31 @@ class Stage(QThread):
             msg = self.inbox.get()
             if msg is STOP:
                 break
-            if isinstance(msg, Reload):
-                self.settings = msg.settings
-                self.load_engine()
-                continue
-            if isinstance(msg, Prime):
-                self.prime()
-                continue
-            if isinstance(msg, Unload):
-                self.unload_engine()
-                continue
-            if self.clock.is_stale(msg.turn):
-                continue
-            if isinstance(msg, TurnEnded):
-                self.pass_on(msg)
-                continue
-            self.handle(msg)
+            try:
+                self._take(msg)
+            finally:
+                self.inbox.task_done()
         if self.engine is not None:
             self.engine.unload()
+
+    def wait_idle(self) -> None:
+        """Block until every message put so far is handled (idle-time priming included)."""
+        self.inbox.join()
+
+    def _take(self, msg: Message) -> None:
+        if isinstance(msg, Reload):
+            self.settings = msg.settings
+            self.load_engine()
+        elif isinstance(msg, Prime):
+            self.prime()
+        elif isinstance(msg, Unload):
+            self.unload_engine()
+        elif self.clock.is_stale(msg.turn):
+            return
+        elif isinstance(msg, TurnEnded):
+            self.pass_on(msg)
+        else:
+            self.handle(msg)
 
     def handle(self, msg: Message) -> None:
         if self.engine is None and self.needs_engine(msg):
