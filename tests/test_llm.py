@@ -209,6 +209,27 @@ def test_llama_cpp_prime_gives_up_when_told(llama):
     assert ask(llama, messages)[1] == reply  # the same as on a cold cache
 
 
+def test_llama_cpp_gives_cores_to_tts_mid_reply_without_changing_the_reply(llama):
+    """While TTS synthesizes, the pipeline moves the LLM to half the cores between tokens; the
+    reply is the same as on every core (greedy), and the next turn gets every core back."""
+    from s2s_desktop.pipeline.cores import CoreShare
+
+    messages = build_messages(SYSTEM, [], LONG_ASK, 8)
+    llama.llm.reset()
+    _, full_width = ask(llama, messages)
+    cores = CoreShare(cpus=2)
+    llama.llm.reset()
+    reply = ""
+    with cores.synthesizing(on_cpu=True):
+        for delta in llama.stream(messages, threading.Event()):
+            llama.set_threads(cores.llm_threads(0))
+            reply += delta
+    assert llama._threads_now == 1 and reply == full_width
+    llama.set_threads(cores.llm_threads(0))  # TTS is done
+    assert llama._threads_now == llama._threads
+    assert cores.llm_threads(3) == 0  # a user's own llm.threads is kept
+
+
 def test_llama_cpp_stops_at_next_token_when_stop_is_set(llama):
     after_stop, seconds = stop_from_another_thread(
         llama, build_messages(SYSTEM, [], LONG_ASK, 8), after=3

@@ -180,6 +180,10 @@ class LLMEngine(Engine):
         `should_stop()` turns true. Returns the tokens evaluated; 0 where there is no cache."""
         return 0
 
+    def set_threads(self, threads: int) -> None:
+        """Use `threads` CPU threads from the next token on (0: as many as it was loaded with).
+        Engines that cannot change it ignore this."""
+
 
 class TTSEngine(Engine):
     stage = "tts"

@@ -11,6 +11,7 @@ import logging
 
 from ..engines.llm.history import build_messages, prefix_messages, window
 from .chunker import SentenceChunker
+from .cores import CoreShare
 from .messages import Prime, ReplyDone, Sentence, Transcript
 from .repetition import LoopGuard
 from .stage import Stage
@@ -24,9 +25,11 @@ FIRST_AUDIO_WAIT_S = 5.0
 class LLMStage(Stage):
     name = "llm"
 
-    def __init__(self, *args, conversation: Conversation, local=None, **kwargs):
+    def __init__(self, *args, conversation: Conversation, local=None,
+                 cores: CoreShare | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.conversation = conversation
+        self.cores = cores or CoreShare()
         self.local = local  # assistant.local_commands.LocalCommands: answers before the LLM
 
     def _local_intent(self, msg) -> bool:
@@ -81,6 +84,7 @@ class LLMStage(Stage):
                     if not delta:
                         continue
                     tokens += 1
+                    self.engine.set_threads(self.cores.llm_threads(cfg.threads))
                     if tokens == 1:
                         self.book.mark(msg.turn, "llm_first_token")
                         self._record_prompt_tokens(msg.turn)
@@ -107,6 +111,7 @@ class LLMStage(Stage):
             for piece in chunker.flush():
                 index = yield from self._sentence(msg.turn, piece, index)
         finally:
+            self.engine.set_threads(0)  # the next turn's first tokens get every core
             self.book.mark(msg.turn, "llm_end")
             self.book.update(msg.turn, reply=reply.strip(), tokens=tokens)
         yield ReplyDone(msg.turn, text=reply.strip())

@@ -17,6 +17,7 @@ from ..assistant.timers import TimerBook
 from ..audio.sink import AudioSink
 from ..config import STAGES, Settings, changed_stages
 from .events import PipelineEvents
+from .cores import CoreShare
 from .llm_stage import LLMStage
 from .messages import (
     STOP,
@@ -63,12 +64,14 @@ class Pipeline:
         self.player = PlayerStage(
             settings, outbox=None, sink=sink, on_turn_closed=self._remember, **common
         )
-        self.tts = TTSStage(settings, outbox=self.player.inbox, **common)
+        cores = CoreShare()
+        self.tts = TTSStage(settings, outbox=self.player.inbox, cores=cores, **common)
         self.llm = LLMStage(
             settings,
             outbox=self.tts.inbox,
             conversation=self.conversation,
             local=self.local,
+            cores=cores,
             **common,
         )
         self.stt = STTStage(settings, outbox=self.llm.inbox, **common)

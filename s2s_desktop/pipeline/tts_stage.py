@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from .cores import CoreShare
 from .messages import ReplyDone, Sentence, SpeechChunk
 from .stage import Stage
 
 
 class TTSStage(Stage):
     name = "tts"
+
+    def __init__(self, *args, cores: CoreShare | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cores = cores or CoreShare()
 
     def handle(self, msg) -> None:
         try:
@@ -27,6 +32,10 @@ class TTSStage(Stage):
         stop = self.clock.stop_event(msg.turn)
         if msg.index == 0:
             self.book.mark(msg.turn, "tts_first_start")
+        with self.cores.synthesizing(self.engine.device == "cpu"):
+            yield from self._chunks(msg, stop)
+
+    def _chunks(self, msg, stop):
         first = True
         for pcm in self.engine.synthesize(msg.text, stop):
             if stop.is_set():

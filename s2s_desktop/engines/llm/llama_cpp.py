@@ -98,11 +98,13 @@ class LlamaCppLLM(LLMEngine):
         if self.device.startswith("cuda:"):
             kwargs["main_gpu"] = int(self.device.split(":", 1)[1])
         t0 = time.monotonic()
+        self._threads = int(self.settings.threads) or os.cpu_count() or 1
+        self._threads_now = self._threads
         try:
             self.llm = _counting_llama(llama_cpp)(
                 model_path=str(path),
                 n_ctx=int(self.settings.context_tokens),
-                n_threads=int(self.settings.threads) or os.cpu_count() or 1,
+                n_threads=self._threads,
                 n_gpu_layers=n_gpu,
                 verbose=False,
                 **kwargs,
@@ -118,6 +120,16 @@ class LlamaCppLLM(LLMEngine):
         self.load_s = time.monotonic() - t0
         self.loaded = True
         log.info("llama.cpp loaded %s (%d GPU layers) in %.2f s", path.name, n_gpu, self.load_s)
+
+    def set_threads(self, threads: int) -> None:
+        threads = threads or self._threads
+        if self.llm is None or threads == self._threads_now:
+            return
+        import llama_cpp
+
+        # prompt batches keep every thread: they are evaluated while TTS is idle
+        llama_cpp.llama_set_n_threads(self.llm.ctx, threads, self.llm.n_threads_batch)
+        self._threads_now = threads
 
     def warmup(self) -> None:
         """Evaluate the system prompt once, so its KV cache is ready for the first turn."""

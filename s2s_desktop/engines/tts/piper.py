@@ -107,9 +107,13 @@ class PiperTTS(TTSEngine):
 
     def _open_session(self, onnxruntime, onnx_path: Path):
         providers = self._providers(onnxruntime)
+        options = onnxruntime.SessionOptions()
+        # idle threads sleep instead of spinning: the LLM writes on the same cores meanwhile
+        # (2 cores: TTS 0.10 → 0.09 s per s of audio with the LLM running; alone ~the same)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             session = onnxruntime.InferenceSession(
-                str(onnx_path), sess_options=onnxruntime.SessionOptions(), providers=providers
+                str(onnx_path), sess_options=options, providers=providers
             )
         except Exception as exc:  # onnxruntime raises its own, unexported exception types
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else repr(exc)
