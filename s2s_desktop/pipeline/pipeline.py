@@ -16,8 +16,8 @@ from ..assistant.local_commands import LocalCommands
 from ..assistant.timers import TimerBook
 from ..audio.sink import AudioSink
 from ..config import STAGES, Settings, changed_stages
-from .events import PipelineEvents
 from .cores import CoreShare
+from .events import PipelineEvents
 from .llm_stage import LLMStage
 from .messages import (
     STOP,
