@@ -1,8 +1,10 @@
-"""The audio device layer on the real PortAudio of this machine (CI's Windows job): lists the
-host APIs (and fails when one of `--need` is missing), then opens the default microphone
-through the app's own Microphone: it must open, or refuse with the app's clear message (a
-hosted runner has no sound card). `s2s-desktop devices --json` must say the same. The result
-goes to the job summary."""
+"""The audio device layer on the real PortAudio of this machine (CI's Windows and macOS jobs):
+lists the host APIs (and fails when one of `--need` is missing), then opens the default
+microphone through the app's own Microphone: it must open, or refuse with the app's clear
+message (a hosted runner may have no sound card). Where it opens, the time from open to the
+first sample is measured as the app meets it: the run's first open (the app's warm-up at
+start) and the opens after it (each press). `s2s-desktop devices --json` must say the same.
+The result goes to the job summary."""
 
 from __future__ import annotations
 
@@ -11,6 +13,21 @@ import json
 import os
 import subprocess
 import sys
+import time
+
+
+def press_opens(mic, presses: int = 5) -> list[float | None]:
+    """Open → first sample (ms) of each open after the first, as a press opens the microphone."""
+    times = []
+    for _ in range(presses):
+        mic.open()
+        deadline = time.monotonic() + 5.0
+        while mic.open_to_first_sample_ms is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        took = mic.open_to_first_sample_ms
+        times.append(None if took is None else round(took, 1))
+        mic.close()
+    return times
 
 
 def main() -> int:
@@ -27,8 +44,10 @@ def main() -> int:
     missing = [name for name in args.need if name not in apis]
     mic = Microphone()
     try:
-        mic.open()
+        first = mic.warm_up(timeout_s=5.0)
         lines.append(f"microphone opened: {mic.label} at {mic.rate} Hz")
+        lines.append(f"open → first sample: first open {None if first is None else round(first, 1)} ms; presses after it: "
+                     f"{', '.join(str(ms) for ms in press_opens(mic))} ms")
     except AudioDeviceError as exc:
         lines.append(f"no microphone, refused clearly: {exc}")
     finally:
