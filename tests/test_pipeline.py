@@ -271,6 +271,31 @@ def test_a_stage_that_fails_to_load_leaves_the_others_running(monkeypatch):
         assert pipe.shutdown(2.0)
 
 
+def test_retry_loads_a_model_that_arrived_after_the_failure_and_the_next_turn_answers(
+        monkeypatch):
+    from s2s_desktop.pipeline.pipeline import Pipeline
+
+    scripted.install(monkeypatch)
+    pipe = Pipeline(scripted.settings(heard="missing", reply="Now I hear you."),
+                    CaptureSink()).start()
+    done = []
+    pipe.events.turn_finished.connect(done.append, Qt.ConnectionType.DirectConnection)
+    try:
+        assert list(pipe.wait_ready(10)) == ["stt"]
+        # the model was downloaded meanwhile: the same settings now load
+        monkeypatch.setattr(scripted.FixedTextSTT, "load", lambda self: setattr(self, "calls", []))
+        assert pipe.retry() == ["stt"]
+        assert pipe.wait_ready(10) == {}
+        assert pipe.retry() == []  # nothing failed: nothing reloads
+        pipe.submit(VOICE)
+        deadline = time.monotonic() + 5
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert done[0]["reason"] == "ok" and done[0]["reply"] == "Now I hear you."
+    finally:
+        assert pipe.shutdown(2.0)
+
+
 def test_a_reply_of_only_markdown_and_emoji_is_not_spoken(session_factory):
     session = session_factory(reply="😀 🎉 ** ---")
     rec = session.turn(VOICE)

@@ -14,7 +14,7 @@ from .chunker import SentenceChunker
 from .cores import CoreShare
 from .messages import Prime, ReplyDone, Sentence, Transcript
 from .repetition import LoopGuard
-from .stage import Stage
+from .stage import EngineStage
 from .turns import AnsweredBy, Conversation
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 FIRST_AUDIO_WAIT_S = 5.0
 
 
-class LLMStage(Stage):
+class LLMStage(EngineStage):
     name = "llm"
 
     def __init__(self, *args, conversation: Conversation, local=None,
@@ -59,8 +59,7 @@ class LLMStage(Stage):
         self.engine.prime(prefix_messages(cfg.system_prompt, history), self._work_waiting)
 
     def _work_waiting(self) -> bool:
-        with self.inbox.mutex:  # a peek: Queue has no public one
-            return any(not isinstance(m, Prime) for m in self.inbox.queue)
+        return self.inbox.waiting(lambda m: not isinstance(m, Prime))
 
     def process(self, msg: Transcript):
         if self._local_intent(msg):

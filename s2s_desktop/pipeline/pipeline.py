@@ -16,6 +16,7 @@ from ..assistant.local_commands import LocalCommands
 from ..assistant.timers import TimerBook
 from ..audio.sink import AudioSink
 from ..config import STAGES, Settings, changed_stages
+from ..states import StageState
 from .cores import CoreShare
 from .events import PipelineEvents
 from .llm_stage import LLMStage
@@ -181,8 +182,7 @@ class Pipeline:
         if not self._unloaded:
             return False
         for name in sorted(self._unloaded):
-            self.stages[name].ready.clear()
-            self.stages[name].inbox.put(Reload(-1, settings=self.settings))
+            self._reload_stage(name)
         self._unloaded.clear()
         self.events.notice.emit("Loading the models again (they were freed while idle)…")
         return True
@@ -244,9 +244,22 @@ class Pipeline:
         self.settings = settings
         for name, stage in self.stages.items():
             if name in changed:
-                self.events.stage_state.emit(name, "reloading", getattr(settings, name).backend)
-                stage.ready.clear()
-                stage.inbox.put(Reload(-1, settings=settings))
+                self._reload_stage(name, announce=True)
             else:
                 stage.settings = settings
         return changed
+
+    def retry(self) -> list[str]:
+        """Stages whose model failed to load try again with the same settings (a missing
+        model was downloaded meanwhile). Returns the stages that retry."""
+        failed = [n for n in STAGES if self.stages[n].load_error]
+        for name in failed:
+            self._reload_stage(name, announce=True)
+        return failed
+
+    def _reload_stage(self, name: str, announce: bool = False) -> None:
+        if announce:
+            backend = getattr(self.settings, name).backend
+            self.events.stage_state.emit(name, StageState.RELOADING, backend)
+        self.stages[name].ready.clear()
+        self.stages[name].inbox.put(Reload(-1, settings=self.settings))

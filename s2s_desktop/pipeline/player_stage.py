@@ -1,7 +1,7 @@
 """Player stage: hands SpeechChunks to the audio sink and closes each turn.
 
-Needs no engine. Playback and flush share one lock, so once `flush()` returns no audio of a
-stale turn can reach the output."""
+A plain worker: it owns no engine. Playback and flush share one lock, so once `flush()`
+returns no audio of a stale turn can reach the output."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import threading
 from ..audio.sink import AudioSink
 from ..errors import AudioDeviceError
 from .messages import ReplyDone, SpeechChunk, TurnEnded
-from .stage import Stage
+from .worker import Worker
 
 
-class PlayerStage(Stage):
+class PlayerStage(Worker):
     name = "player"
 
     def __init__(self, *args, sink: AudioSink, on_turn_closed=None, **kwargs):
@@ -22,12 +22,6 @@ class PlayerStage(Stage):
         self.on_turn_closed = on_turn_closed  # callback(record) before turn_finished is emitted
         self._lock = threading.Lock()
         self._output_lost: dict[int, str] = {}  # turn -> why its audio could not be played
-
-    def load_engine(self) -> None:
-        self.ready.set()
-
-    def needs_engine(self, msg) -> bool:
-        return False
 
     def process(self, msg):
         if isinstance(msg, SpeechChunk):

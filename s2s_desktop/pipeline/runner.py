@@ -13,7 +13,7 @@ from PySide6.QtCore import QCoreApplication, Qt
 
 from ..audio.files import read_audio, write_wav
 from ..audio.sink import CaptureSink
-from ..config import Settings
+from ..config import STAGES, Settings
 from ..errors import S2SError
 from .pipeline import Pipeline
 
@@ -53,8 +53,9 @@ class HeadlessSession:
             raise S2SError(message if stage in message else f"{stage}: {message}")
 
     def load_times_ms(self) -> dict[str, float]:
-        return {name: round(stage.load_s * 1000, 1) for name, stage in
-                self.pipeline.stages.items() if stage.load_s is not None}
+        stages = self.pipeline.stages
+        return {name: round(stages[name].load_s * 1000, 1) for name in STAGES
+                if stages[name].load_s is not None}
 
     def turn(self, audio, source: str = "", timeout_s: float = 600.0,
              released_at: float | None = None) -> dict:

@@ -1,7 +1,6 @@
-"""The stage base: a QThread that owns one engine, reads its inbox, writes the next inbox.
-
-A stage is small: `make_engine` + a generator `process(msg)`. Stale turns are dropped on the
-one field every message has; errors end the turn with a clear message, the stage lives on.
+"""The engine stage: a worker (worker.py) that owns one model engine. It loads the engine in
+its own thread, reloads or frees it on a control message, and evaluates idle-time work
+(`prime`) between turns.
 """
 
 from __future__ import annotations
@@ -9,21 +8,15 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
-import queue
 import sys
-import threading
 import time
-from collections.abc import Iterator
-
-from PySide6.QtCore import QThread
 
 from .. import devices
 from ..engines import registry
 from ..errors import S2SError
 from ..states import StageState
-from .events import PipelineEvents
-from .messages import STOP, Message, Prime, Reload, TurnEnded, Unload
-from .turns import TurnBook, TurnClock
+from .messages import Message, Prime, Reload, Unload
+from .worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -37,20 +30,13 @@ def _trim_heap() -> None:
             pass
 
 
-class Stage(QThread):
+class EngineStage(Worker):
     name = "stage"
 
-    def __init__(self, settings, clock: TurnClock, book: TurnBook, events: PipelineEvents,
-                 outbox: queue.Queue | None):
-        super().__init__()
-        self.setObjectName(f"s2s-{self.name}")
-        self.settings = settings  # the whole Settings tree; a stage reads its own section
-        self.clock, self.book, self.events = clock, book, events
-        self.inbox: queue.Queue = queue.Queue()
-        self.outbox = outbox
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ready.clear()  # set when the first load ends, loaded or failed
         self.engine = None
-        self.load_error = ""
-        self.ready = threading.Event()
         self.load_s: float | None = None  # seconds the last load + warmup took
 
     # -- engine lifecycle ---------------------------------------------------------------
@@ -62,7 +48,7 @@ class Stage(QThread):
 
     def load_engine(self) -> None:
         self.ready.clear()
-        self.events.stage_state.emit(self.name, "loading", self.section().backend)
+        self.events.stage_state.emit(self.name, StageState.LOADING, self.section().backend)
         if self.engine is not None:
             self.engine.unload()
             self.engine = None
@@ -76,13 +62,13 @@ class Stage(QThread):
             )
             self.load_s = time.monotonic() - started
             self.load_error = ""
-            self.events.stage_state.emit(self.name, "ready", self.engine.describe())
+            self.events.stage_state.emit(self.name, StageState.READY, self.engine.describe())
         except Exception as exc:  # any failure: the stage stays up and reports it per turn
             self.engine = None
             self.load_error = str(exc) if isinstance(exc, S2SError) else f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, S2SError):
                 log.exception("%s failed to load", self.name)
-            self.events.stage_state.emit(self.name, "failed", self.load_error)
+            self.events.stage_state.emit(self.name, StageState.FAILED, self.load_error)
             self.events.error.emit(self.name, self.load_error)
         finally:
             self.ready.set()
@@ -97,25 +83,15 @@ class Stage(QThread):
         _trim_heap()
         self.events.stage_state.emit(self.name, StageState.UNLOADED, "")
 
-    # -- the loop -----------------------------------------------------------------------
-    def run(self) -> None:
+    # -- the worker's hooks -------------------------------------------------------------
+    def started_up(self) -> None:
         self.load_engine()
-        while True:
-            msg = self.inbox.get()
-            if msg is STOP:
-                break
-            try:
-                self._take(msg)
-            finally:
-                self.inbox.task_done()
+
+    def stopped(self) -> None:
         if self.engine is not None:
             self.engine.unload()
 
-    def wait_idle(self) -> None:
-        """Block until every message put so far is handled (idle-time priming included)."""
-        self.inbox.join()
-
-    def _take(self, msg: Message) -> None:
+    def control(self, msg: Message) -> bool:
         if isinstance(msg, Reload):
             self.settings = msg.settings
             self.load_engine()
@@ -123,45 +99,18 @@ class Stage(QThread):
             self.prime()
         elif isinstance(msg, Unload):
             self.unload_engine()
-        elif self.clock.is_stale(msg.turn):
-            return
-        elif isinstance(msg, TurnEnded):
-            self.pass_on(msg)
         else:
-            self.handle(msg)
+            return False
+        return True
 
     def handle(self, msg: Message) -> None:
         if self.engine is None and self.needs_engine(msg):
             self.fail(msg.turn, f"{self.name} model is not loaded: {self.load_error or 'loading'}")
             return
-        try:
-            for out in self.process(msg):
-                if self.clock.is_stale(msg.turn):
-                    return
-                self.pass_on(out)
-        except S2SError as exc:
-            self.fail(msg.turn, str(exc))
-        except Exception as exc:
-            log.exception("%s failed on turn %s", self.name, msg.turn)
-            self.fail(msg.turn, f"{self.name} failed: {type(exc).__name__}: {exc}")
+        super().handle(msg)
 
     def prime(self) -> None:
         """Idle-time work before the next turn (the LLM evaluates its prompt prefix)."""
 
     def needs_engine(self, msg: Message) -> bool:
         return True
-
-    def process(self, msg: Message) -> Iterator[Message]:
-        raise NotImplementedError
-
-    def pass_on(self, msg: Message) -> None:
-        if self.outbox is not None:
-            self.outbox.put(msg)
-
-    def fail(self, turn: int, message: str) -> None:
-        self.events.error.emit(self.name, message)
-        self.pass_on(TurnEnded(turn, reason="error", error=message))
-
-    def stop(self, timeout_s: float = 1.0) -> bool:
-        self.inbox.put(STOP)
-        return self.wait(int(timeout_s * 1000))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..engines.base import SAMPLE_RATE, STTResult
 from .messages import Partial, Transcript, TurnEnded, Utterance
-from .stage import Stage
+from .stage import EngineStage
 
 MATCH_TOLERANCE = int(0.15 * SAMPLE_RATE)  # region edges this close decode the same
 
@@ -25,7 +25,7 @@ def same_speech(partial: Partial, final: Utterance) -> bool:
     return final.regions[-1][1] <= partial.covered + MATCH_TOLERANCE
 
 
-class STTStage(Stage):
+class STTStage(EngineStage):
     name = "stt"
 
     def __init__(self, *args, **kwargs):
@@ -33,8 +33,7 @@ class STTStage(Stage):
         self._partial: tuple[Partial, STTResult] | None = None
 
     def _newer_waiting(self, turn: int) -> bool:
-        with self.inbox.mutex:
-            return any(getattr(m, "turn", None) == turn for m in self.inbox.queue)
+        return self.inbox.waiting(lambda m: getattr(m, "turn", None) == turn)
 
     def process(self, msg):
         language = self.section().language or None

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from .cores import CoreShare
 from .messages import ReplyDone, Sentence, SpeechChunk
-from .stage import Stage
+from .stage import EngineStage
 
 
-class TTSStage(Stage):
+class TTSStage(EngineStage):
     name = "tts"
 
     def __init__(self, *args, cores: CoreShare | None = None, **kwargs):

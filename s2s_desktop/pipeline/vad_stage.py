@@ -12,7 +12,7 @@ import numpy as np
 from ..engines.base import SAMPLE_RATE
 from ..engines.vad.trim import padded_regions
 from .messages import AudioChunk, ListenEnd, Partial, TurnEnded, Utterance
-from .stage import Stage
+from .stage import EngineStage
 
 LIVE_STEP_S = 0.25  # how often the VAD re-reads the growing recording
 PARTIAL_EVERY_S = 1.0  # a background transcription at most this often while speech goes on
@@ -35,7 +35,7 @@ class _Recording:
         return np.concatenate(self.parts) if self.parts else np.zeros(0, np.float32)
 
 
-class VADStage(Stage):
+class VADStage(EngineStage):
     name = "vad"
 
     def __init__(self, *args, **kwargs):

@@ -120,7 +120,7 @@ class AppWindows:
                 self.apply_settings(new)
                 self.show_notice(choice.summary())
                 return
-        self._retry_failed_stages()
+        self.pipeline.retry()  # stages that could not load it try again
 
     def _open_window(self, key: str, module: str, make, what: str):
         from PySide6.QtWidgets import QMessageBox
@@ -140,14 +140,3 @@ class AppWindows:
         widget.activateWindow()
         return widget
 
-    def _retry_failed_stages(self) -> None:
-        """A model was downloaded: stages that could not load it try again."""
-        from ..pipeline.messages import Reload
-
-        for name in list(self.controller.load_errors):
-            stage = self.pipeline.stages[name]
-            self.pipeline.events.stage_state.emit(
-                name, "reloading", getattr(self.settings, name).backend
-            )
-            stage.ready.clear()
-            stage.inbox.put(Reload(-1, settings=self.settings))
