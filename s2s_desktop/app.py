@@ -322,7 +322,7 @@ class DesktopApp(AppWindows, QObject):
             c.talk_start("cli")
         else:
             c.talk_stop("cli")
-        if name != "talk-stop" and before != "listening" and c.state != "listening":
+        if name != "talk-stop" and before != LISTENING and c.state != LISTENING:
             return {
                 "ok": False,
                 "error": c.last_notice or c.error_now or f"cannot start listening while {c.state}",

@@ -56,7 +56,7 @@ class AppController(QObject):
         self.last_error = ""  # the last error seen, kept for `status`
         self.error_now = ""  # what put the app in the error state (cleared by the next press)
         self.load_errors: dict[str, str] = {}
-        self.stage_states: dict[str, str] = {s: "loading" for s in STAGES}
+        self.stage_states: dict[str, str] = {s: StageState.LOADING for s in STAGES}
         self.hotkey_info: dict = {}
         self.current_turn = 0
         self.turn_info: dict = {}

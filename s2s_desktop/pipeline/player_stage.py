@@ -9,6 +9,7 @@ import threading
 
 from ..audio.sink import AudioSink
 from ..errors import AudioDeviceError
+from ..states import TurnReason
 from .messages import ReplyDone, SpeechChunk, TurnEnded
 from .stage import Stage
 
@@ -52,7 +53,7 @@ class PlayerStage(Stage):
             if not lost:
                 self.sink.drain(msg.turn, self.clock.stop_event(msg.turn))
             if not self.clock.is_stale(msg.turn):
-                self.close_turn(msg.turn, "ok", lost)
+                self.close_turn(msg.turn, TurnReason.OK, lost)
         return
         yield  # a generator that yields nothing downstream
 

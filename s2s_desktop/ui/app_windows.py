@@ -10,6 +10,7 @@ import logging
 from .. import config
 from ..errors import S2SError
 from ..launch import first_run_choice, first_run_settings, with_changes
+from ..states import StageState
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class AppWindows:
         for name in list(self.controller.load_errors):
             stage = self.pipeline.stages[name]
             self.pipeline.events.stage_state.emit(
-                name, "reloading", getattr(self.settings, name).backend
+                name, StageState.RELOADING, getattr(self.settings, name).backend
             )
             stage.ready.clear()
             stage.inbox.put(Reload(-1, settings=self.settings))
