@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from .config import STAGES, Settings
 from .engines.base import SAMPLE_RATE
 from .errors import AudioDeviceError
+from .pipeline.turns import FinishedTurn
 from .states import AppState, StageState, TurnReason
 
 log = logging.getLogger(__name__)
@@ -312,23 +313,21 @@ class AppController(QObject):
             if self.state == THINKING:
                 self._set(SPEAKING, "Speaking…")
 
-    def _on_turn_finished(self, rec: dict) -> None:
-        turn = rec.get("turn")
-        if turn != self.current_turn:
+    def _on_turn_finished(self, rec: FinishedTurn) -> None:
+        if rec.turn != self.current_turn:
             return
         self.turn_info.update(
             finished_at=self.clock(),
-            reason=rec.get("reason", ""),
-            timings_ms=rec.get("timings_ms", {}),
+            reason=rec.reason,
+            timings_ms=rec.timings_ms,
         )
         if self.state not in (THINKING, SPEAKING):
             return  # stopped by hand, or the live turn was dropped
         self._speaking_ended = self.clock()
-        reason = rec.get("reason")
-        if reason == TurnReason.ERROR:
-            self._fail(rec.get("error") or "the turn failed")
+        if rec.reason == TurnReason.ERROR:
+            self._fail(rec.error or "the turn failed")
             return
-        if reason == TurnReason.NO_SPEECH:
+        if rec.reason == TurnReason.NO_SPEECH:
             self._hint(NOTHING_HEARD)
         self._settle()
 

@@ -73,4 +73,4 @@ class PlayerStage(Stage):
         self.clock.forget(turn)
         if self.on_turn_closed is not None:
             self.on_turn_closed(rec)
-        self.events.turn_finished.emit(rec.to_dict())
+        self.events.turn_finished.emit(rec.finished_view())

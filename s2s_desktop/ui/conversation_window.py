@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..history import Exchange, History
+from ..pipeline.turns import FinishedTurn
 from ..states import AppState, TurnReason
 from .ask_bar import BUSY_STATES, AskBar
 from .icons import state_icon
@@ -141,25 +142,24 @@ class ConversationWindow(QWidget):
         self._entry(turn).assistant += delta
         self._changed()
 
-    def on_turn_finished(self, rec: dict) -> None:
-        turn = rec.get("turn")
-        reason = rec.get("reason", "")
-        if reason == TurnReason.NO_SPEECH or not (rec.get("transcript") or "").strip():
+    def on_turn_finished(self, rec: FinishedTurn) -> None:
+        turn = rec.turn
+        if rec.reason == TurnReason.NO_SPEECH or not rec.transcript.strip():
             if turn in self.entries and not self.entries[turn].assistant:
                 del self.entries[turn]
                 self._changed()
             return
         entry = self._entry(turn)
-        entry.user = rec.get("transcript", entry.user)
-        entry.reason = reason
-        entry.error = rec.get("error", "")
-        entry.timings_ms = rec.get("timings_ms") or {}
-        entry.stt_while_speaking = bool(rec.get("stt_reused_partial"))
+        entry.user = rec.transcript
+        entry.reason = rec.reason
+        entry.error = rec.error
+        entry.timings_ms = rec.timings_ms
+        entry.stt_while_speaking = rec.stt_reused_partial
         # an interrupted reply is kept as far as it was spoken
         entry.assistant = (
-            rec.get("spoken", "")
-            if reason == TurnReason.INTERRUPTED
-            else (rec.get("reply") or entry.assistant)
+            rec.spoken
+            if rec.reason == TurnReason.INTERRUPTED
+            else (rec.reply or entry.assistant)
         )
         self._render_timer.stop()
         self.render()  # the turn is over: nothing more to coalesce
