@@ -46,9 +46,7 @@ class Exchange:
             return None
         return cls(
             user=transcript,
-            assistant=(
-                rec.spoken if rec.reason == TurnReason.INTERRUPTED else rec.reply
-            ).strip(),
+            assistant=rec.kept_reply().strip(),
             reason=rec.reason,
             timings_ms={k: v for k, v in rec.timings_ms.items() if v is not None},
             error=rec.error,

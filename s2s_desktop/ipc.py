@@ -260,5 +260,5 @@ def send_question(text: str, json_output: bool = False, wait: bool = True,
     elif finished.reason == TurnReason.ERROR:
         print(f"error: {finished.error or 'the turn failed'}", file=sys.stderr)
     else:
-        print(finished.spoken if finished.reason == TurnReason.INTERRUPTED else finished.reply)
+        print(finished.kept_reply())  # an interrupted reply as far as it was spoken
     return 1 if finished.reason == TurnReason.ERROR else 0

@@ -231,10 +231,8 @@ class Pipeline:
         the LLM evaluates the next prompt's known part while the user thinks."""
         if rec.turn < self._forget_before:
             return
-        if rec.reason == TurnReason.OK:
-            self.conversation.add(rec.transcript, rec.reply)
-        elif rec.reason == TurnReason.INTERRUPTED and rec.transcript:
-            self.conversation.add(rec.transcript, " ".join(rec.spoken))
+        if rec.reason in (TurnReason.OK, TurnReason.INTERRUPTED):
+            self.conversation.add(rec.transcript, rec.finished_view().kept_reply())
         self.llm.inbox.put(Prime(rec.turn))
 
     # -- settings -----------------------------------------------------------------------------

@@ -110,6 +110,11 @@ class FinishedTurn:
     answered_by: str | None = None  # AnsweredBy: local commands or the LLM; None: no answer
     timings_ms: dict[str, float | None] = field(default_factory=dict)
 
+    def kept_reply(self) -> str:
+        """The reply as the conversation keeps it: an interrupted reply as far as it was
+        spoken, any other the reply as written (whole when ok; what there was on an error)."""
+        return self.spoken if self.reason == TurnReason.INTERRUPTED else self.reply
+
     def to_dict(self) -> dict:
         return {
             "turn": self.turn,

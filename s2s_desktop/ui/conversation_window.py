@@ -155,12 +155,11 @@ class ConversationWindow(QWidget):
         entry.error = rec.error
         entry.timings_ms = rec.timings_ms
         entry.stt_while_speaking = rec.stt_reused_partial
-        # an interrupted reply is kept as far as it was spoken
-        entry.assistant = (
-            rec.spoken
-            if rec.reason == TurnReason.INTERRUPTED
-            else (rec.reply or entry.assistant)
-        )
+        # an interrupted reply is kept as far as it was spoken; a turn that ended with no
+        # reply written (an error) keeps what was streamed
+        kept = rec.kept_reply()
+        if kept or rec.reason == TurnReason.INTERRUPTED:
+            entry.assistant = kept
         self._render_timer.stop()
         self.render()  # the turn is over: nothing more to coalesce
 
