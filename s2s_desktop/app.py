@@ -27,7 +27,7 @@ from .hotkey.client import HotkeyClient
 from .ipc import CommandServer
 from .launch import Launch, resolve_launch
 from .pipeline.pipeline import Pipeline
-from .pipeline.turns import Conversation
+from .pipeline.turns import Conversation, FinishedTurn
 from .states import TurnReason
 from .ui.app_windows import AppWindows
 
@@ -217,24 +217,24 @@ class DesktopApp(AppWindows, QObject):
             Exchange(text.strip(), "", reason=TurnReason.UNANSWERED, id=self._asked[turn])
         )
 
-    def _remember_turn(self, rec: dict) -> None:
-        exchange = Exchange.from_turn(rec, id=self._asked.pop(rec.get("turn"), ""))
+    def _remember_turn(self, rec: FinishedTurn) -> None:
+        exchange = Exchange.from_turn(rec, id=self._asked.pop(rec.turn, ""))
         if exchange is not None:
             self.history.append(exchange)
         if self.verbose:
             log.debug(
                 "turn %s: %r → %r (%s)",
-                rec.get("turn"),
-                rec.get("transcript"),
-                rec.get("reply"),
-                rec.get("reason"),
+                rec.turn,
+                rec.transcript,
+                rec.reply,
+                rec.reason,
             )
         else:  # logs never hold what was said unless asked for (-v)
             log.info(
                 "turn %s finished: %s, %s",
-                rec.get("turn"),
-                rec.get("reason"),
-                rec.get("timings_ms", {}).get("release_to_first_audio"),
+                rec.turn,
+                rec.reason,
+                rec.timings_ms.get("release_to_first_audio"),
             )
 
     def show_notice(self, text: str, error: bool = False) -> None:
@@ -322,7 +322,7 @@ class DesktopApp(AppWindows, QObject):
             c.talk_start("cli")
         else:
             c.talk_stop("cli")
-        if name != "talk-stop" and before != "listening" and c.state != "listening":
+        if name != "talk-stop" and before != LISTENING and c.state != LISTENING:
             return {
                 "ok": False,
                 "error": c.last_notice or c.error_now or f"cannot start listening while {c.state}",

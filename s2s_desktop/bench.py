@@ -41,6 +41,7 @@ from .config import Settings, cache_dir
 from .engines.vad.trim import trim
 from .errors import AudioDeviceError, S2SError
 from .pipeline.chunker import SentenceChunker
+from .states import TurnReason
 
 QUESTIONS = {
     "short": [
@@ -214,9 +215,9 @@ class Bench:
                            - time.monotonic()))
             self.pipe.feed(turn, block)
         self.pipe.end_turn(turn)
-        rec = self.session.wait(turn)
-        if rec["reason"] != "ok":
-            raise S2SError(f"bench turn failed ({rec['reason']}): {rec['error']}")
+        finished = self.session.wait(turn)
+        if finished.reason != TurnReason.OK:
+            raise S2SError(f"bench turn failed ({finished.reason}): {finished.error}")
         marks = dict(self.pipe.book.get(turn).marks)
         device = self.sink.to_device(turn)
         rate = self.sink.sample_rates.get(turn) or 1
@@ -225,7 +226,8 @@ class Bench:
         self.sink.forget(turn)
         if self.sink.speaker is not None:
             self.sink.speaker.forget(turn)
-        self.heard.append((text, rec["transcript"]))
+        self.heard.append((text, finished.transcript))
+        rec = finished.to_dict()  # the turn's JSON record, the bench's own figures added
         rec.update(
             question=text,
             marks=marks,
@@ -417,7 +419,7 @@ def conversation_report(talks: list[list[dict]]) -> dict:
     rows = []
     for n in range(1, max(len(t) for t in talks) + 1):
         recs = [t[n - 1] for t in talks if len(t) >= n]
-        tokens = [r.get("prompt_tokens_evaluated_at_release") for r in recs]
+        tokens = [r["prompt_tokens_evaluated_at_release"] for r in recs]
         tokens = [x for x in tokens if x is not None]
         last = recs[-1]
         rows.append({

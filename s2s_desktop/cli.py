@@ -152,6 +152,8 @@ def _settings(args):
 
 def cmd_run(args) -> int:
     from .pipeline.runner import run_files
+    from .pipeline.turns import AnsweredBy
+    from .states import TurnReason
 
     if not args.questions:
         print('error: give a question: --input QUESTION.wav or --text "What time is it?"',
@@ -159,17 +161,17 @@ def cmd_run(args) -> int:
         return 2
     settings = _settings(args)
 
-    def show(rec: dict) -> None:
+    def show(rec: dict) -> None:  # FinishedTurn.to_dict() plus the reply's audio file
         if args.json:
             print(json.dumps(rec, ensure_ascii=False), flush=True)
             return
         t = rec["timings_ms"]
         print(f"[turn {rec['turn']}] {rec['input']}")
         print(f"  you:       {rec['transcript'] or '(nothing heard)'}")
-        if rec["reason"] != "ok":
+        if rec["reason"] != TurnReason.OK:
             print(f"  ({rec['reason']}{': ' + rec['error'] if rec['error'] else ''})")
         if rec["reply"]:
-            by = " (answered on this device)" if rec.get("answered_by") == "local" else ""
+            by = " (answered on this device)" if rec["answered_by"] == AnsweredBy.LOCAL else ""
             print(f"  assistant: {rec['reply']}{by}")
         if rec["audio"]:
             print(f"  audio:     {rec['audio']} ({rec['audio_seconds']} s)")
@@ -180,7 +182,7 @@ def cmd_run(args) -> int:
         sys.stdout.flush()
 
     results = run_files(settings, args.questions, args.output_dir, on_turn=show)
-    errors = [r for r in results if r["reason"] == "error"]
+    errors = [r for r in results if r["reason"] == TurnReason.ERROR]
     return 1 if errors and len(errors) == len(results) else 0
 
 

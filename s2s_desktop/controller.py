@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from .config import STAGES, Settings
 from .engines.base import SAMPLE_RATE
 from .errors import AudioDeviceError
+from .pipeline.turns import FinishedTurn
 from .states import AppState, StageState, TurnReason
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class AppController(QObject):
         self.last_error = ""  # the last error seen, kept for `status`
         self.error_now = ""  # what put the app in the error state (cleared by the next press)
         self.load_errors: dict[str, str] = {}
-        self.stage_states: dict[str, str] = {s: "loading" for s in STAGES}
+        self.stage_states: dict[str, str] = {s: StageState.LOADING for s in STAGES}
         self.hotkey_info: dict = {}
         self.current_turn = 0
         self.turn_info: dict = {}
@@ -312,23 +313,21 @@ class AppController(QObject):
             if self.state == THINKING:
                 self._set(SPEAKING, "Speaking…")
 
-    def _on_turn_finished(self, rec: dict) -> None:
-        turn = rec.get("turn")
-        if turn != self.current_turn:
+    def _on_turn_finished(self, rec: FinishedTurn) -> None:
+        if rec.turn != self.current_turn:
             return
         self.turn_info.update(
             finished_at=self.clock(),
-            reason=rec.get("reason", ""),
-            timings_ms=rec.get("timings_ms", {}),
+            reason=rec.reason,
+            timings_ms=rec.timings_ms,
         )
         if self.state not in (THINKING, SPEAKING):
             return  # stopped by hand, or the live turn was dropped
         self._speaking_ended = self.clock()
-        reason = rec.get("reason")
-        if reason == TurnReason.ERROR:
-            self._fail(rec.get("error") or "the turn failed")
+        if rec.reason == TurnReason.ERROR:
+            self._fail(rec.error or "the turn failed")
             return
-        if reason == TurnReason.NO_SPEECH:
+        if rec.reason == TurnReason.NO_SPEECH:
             self._hint(NOTHING_HEARD)
         self._settle()
 

@@ -21,6 +21,7 @@ from .assistant.earcons import Earcon, EarconPlayer
 from .assistant.timers import Timer
 from .controller import IDLE, LISTENING, SPEAKING, THINKING
 from .dictation_key import DictationKey
+from .pipeline.turns import FinishedTurn
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class EverydayFeatures(QObject):
         self.app = app
         self.pipeline = app.pipeline
         self.controller = app.controller
-        self.records: dict[int, dict] = {}  # turn -> finished record, for `ask`
+        self.records: dict[int, FinishedTurn] = {}  # finished turns, for `ask` to collect
         self._announce_waiting: list[str] = []  # timers due during a turn: said after it
 
         self.earcons = EarconPlayer(app.speaker, lambda: app.settings.audio)
@@ -181,8 +182,8 @@ class EverydayFeatures(QObject):
         self.timers_action.setVisible(bool(running))
 
     # ------------------------------------------------------------------ commands (IPC)
-    def _keep_record(self, rec: dict) -> None:
-        self.records[rec["turn"]] = rec
+    def _keep_record(self, rec: FinishedTurn) -> None:
+        self.records[rec.turn] = rec
         for old in sorted(self.records)[:-KEEP_RECORDS]:
             del self.records[old]
 
@@ -193,7 +194,8 @@ class EverydayFeatures(QObject):
         return {"turn": self.ask(text), "message": "asked"}
 
     def _cmd_turn(self, req: dict) -> dict:
-        return {"record": self.records.get(req.get("turn"))}
+        rec = self.records.get(req.get("turn"))
+        return {"record": rec.to_dict() if rec is not None else None}
 
     def _cmd_stop(self, req: dict) -> dict:
         before = self.controller.state

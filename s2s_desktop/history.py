@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import data_dir
+from .pipeline.turns import FinishedTurn
 from .states import TurnReason
 
 log = logging.getLogger(__name__)
@@ -38,21 +39,19 @@ class Exchange:
     stt_while_speaking: bool = False  # the transcript was ready at release (live STT)
 
     @classmethod
-    def from_turn(cls, rec: dict, id: str = "") -> Exchange | None:
-        """From a pipeline turn record; None for turns with nothing worth keeping."""
-        transcript = (rec.get("transcript") or "").strip()
-        reason = rec.get("reason", "")
-        if not transcript or reason == TurnReason.NO_SPEECH:
+    def from_turn(cls, rec: FinishedTurn, id: str = "") -> Exchange | None:
+        """From a finished pipeline turn; None for turns with nothing worth keeping."""
+        transcript = rec.transcript.strip()
+        if not transcript or rec.reason == TurnReason.NO_SPEECH:
             return None
-        reply = rec.get("spoken", "") if reason == TurnReason.INTERRUPTED else rec.get("reply", "")
         return cls(
             user=transcript,
-            assistant=(reply or "").strip(),
-            reason=reason,
-            timings_ms={k: v for k, v in (rec.get("timings_ms") or {}).items() if v is not None},
-            error=rec.get("error", ""),
+            assistant=rec.kept_reply().strip(),
+            reason=rec.reason,
+            timings_ms={k: v for k, v in rec.timings_ms.items() if v is not None},
+            error=rec.error,
             id=id,
-            stt_while_speaking=bool(rec.get("stt_reused_partial")),
+            stt_while_speaking=rec.stt_reused_partial,
         )
 
     def to_json(self) -> str:

@@ -21,6 +21,8 @@ from PySide6.QtCore import QCoreApplication, QObject
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 from .config import config_dir
+from .pipeline.turns import FinishedTurn
+from .states import TurnReason
 
 log = logging.getLogger(__name__)
 
@@ -252,10 +254,11 @@ def send_question(text: str, json_output: bool = False, wait: bool = True,
     if record is None:
         print(json.dumps({"turn": turn}) if json_output else f"asked (turn {turn})")
         return 0
+    finished = FinishedTurn.from_dict(record)
     if json_output:
         print(json.dumps(record, ensure_ascii=False))
-    elif record.get("reason") == "error":
-        print(f"error: {record.get('error') or 'the turn failed'}", file=sys.stderr)
+    elif finished.reason == TurnReason.ERROR:
+        print(f"error: {finished.error or 'the turn failed'}", file=sys.stderr)
     else:
-        print(record.get("spoken") if record.get("reason") == "interrupted" else record["reply"])
-    return 1 if record.get("reason") == "error" else 0
+        print(finished.kept_reply())  # an interrupted reply as far as it was spoken
+    return 1 if finished.reason == TurnReason.ERROR else 0

@@ -12,6 +12,8 @@ from s2s_desktop.config import Settings
 from s2s_desktop.controller import AppController
 from s2s_desktop.errors import AudioDeviceError
 from s2s_desktop.pipeline.events import PipelineEvents
+from s2s_desktop.pipeline.turns import FinishedTurn
+from s2s_desktop.states import TurnReason
 
 
 class FakeRecorder:
@@ -86,15 +88,15 @@ class FakePipeline:
 
     def finish(self, turn, reason="ok", error=""):
         self.events.turn_finished.emit(
-            {
-                "turn": turn,
-                "reason": reason,
-                "error": error,
-                "transcript": "hi",
-                "reply": "hello",
-                "spoken": "",
-                "timings_ms": {"release_to_first_audio": 500.0},
-            }
+            FinishedTurn(
+                turn=turn,
+                reason=TurnReason(reason),
+                error=error,
+                transcript="hi",
+                reply="hello",
+                spoken="",
+                timings_ms={"release_to_first_audio": 500.0},
+            )
         )
 
 

@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QGuiApplication
 
 from s2s_desktop.assistant.earcons import EARCON_TURN, Earcon, sound
+from s2s_desktop.pipeline.turns import FinishedTurn
 from tests.helpers.fake_mic import FakeMicrophone
 from tests.test_ui import desktop  # noqa: F401  (the fixture)
 
@@ -28,7 +29,7 @@ def type_question(qtbot, app, text: str) -> None:
     qtbot.keyClick(box, Qt.Key.Key_Return)
 
 
-def finished(app, turn: int) -> dict | None:
+def finished(app, turn: int) -> FinishedTurn | None:
     return app.everyday.records.get(turn)
 
 
@@ -40,8 +41,8 @@ def test_a_typed_question_is_answered_shown_spoken_and_kept(qtbot, desktop):  # 
     qtbot.waitUntil(lambda: finished(app, turn) is not None and app.controller.state == "idle",
                     timeout=10000)
     rec = finished(app, turn)
-    assert rec["transcript"] == "What is the capital of Japan?" and rec["answered_by"] == "llm"
-    assert rec["reply"] == "Tokyo is the capital of Japan." and rec["reason"] == "ok"
+    assert rec.transcript == "What is the capital of Japan?" and rec.answered_by == "llm"
+    assert rec.reply == "Tokyo is the capital of Japan." and rec.reason == "ok"
     assert len(app.speaker.audio(turn)) > 0  # spoken like a spoken turn
     qtbot.waitUntil(lambda: app.window.entries.get(turn) is not None
                     and app.window.entries[turn].reason == "ok", timeout=5000)
@@ -70,10 +71,10 @@ def test_stop_button_esc_tray_and_command_silence_the_reply(qtbot, desktop):  # 
         stop()
         qtbot.waitUntil(lambda t=turn: finished(app, t) is not None, timeout=5000)
         rec = finished(app, turn)
-        assert rec["reason"] == "interrupted"
-        assert rec["spoken"] and len(rec["spoken"]) < len(rec["reply"] or "x" * 999)
+        assert rec.reason == "interrupted"
+        assert rec.spoken and len(rec.spoken) < len(rec.reply or "x" * 999)
         assert app.controller.state == "idle"
-        assert app.conversation.exchanges()[-1][1] == rec["spoken"]  # kept as far as spoken
+        assert app.conversation.exchanges()[-1][1] == rec.spoken  # kept as far as spoken
     assert app.window.isVisible()  # Esc stopped the voice, it did not close the window
     assert json.loads(json.dumps(app.server.dispatch(b'{"command": "stop"}')))["message"] == (
         "nothing to stop")
@@ -123,8 +124,8 @@ def test_a_two_second_timer_rings_speaks_and_notifies(qtbot, desktop):  # noqa: 
     type_question(qtbot, app, "Set a timer for 2 seconds")
     turn = app.controller.current_turn
     qtbot.waitUntil(lambda: finished(app, turn) is not None, timeout=10000)
-    assert finished(app, turn)["reply"] == "Timer set for 2 seconds."
-    assert finished(app, turn)["answered_by"] == "local"
+    assert finished(app, turn).reply == "Timer set for 2 seconds."
+    assert finished(app, turn).answered_by == "local"
     app.tray.menu.aboutToShow.emit()
     timers = [t for t in menu_texts(app) if t.startswith("Timers")]
     assert timers == ["Timers (1)"]
@@ -137,7 +138,7 @@ def test_a_two_second_timer_rings_speaks_and_notifies(qtbot, desktop):  # noqa: 
     qtbot.waitUntil(lambda: finished(app, announce) is not None, timeout=10000)
     assert 1.5 <= time.monotonic() - set_at <= 6
     rec = finished(app, announce)
-    assert rec["reply"] == "Your 2 second timer is done." and rec["reason"] == "ok"
+    assert rec.reply == "Your 2 second timer is done." and rec.reason == "ok"
     first, *spoken = [pcm for _, pcm in app.speaker.chunks[announce]]
     assert chime_in(first)  # the sound (handed over at its own rate), then the words
     assert sum(len(p) for p in spoken) > 1000

@@ -11,6 +11,8 @@ import sys
 import pytest
 
 from s2s_desktop.history import Exchange, History
+from s2s_desktop.pipeline.turns import FinishedTurn
+from s2s_desktop.states import TurnReason
 
 
 def turn(
@@ -20,16 +22,16 @@ def turn(
     reason="ok",
     **kw,
 ):
-    return {
-        "turn": 1,
-        "transcript": transcript,
-        "reply": reply,
-        "spoken": spoken,
-        "reason": reason,
-        "error": "",
-        "timings_ms": {"release_to_first_audio": 812.5, "total": None},
+    return FinishedTurn(
+        turn=1,
+        transcript=transcript,
+        reply=reply,
+        spoken=spoken,
+        reason=TurnReason(reason),
+        error="",
+        timings_ms={"release_to_first_audio": 812.5, "total": None},
         **kw,
-    }
+    )
 
 
 def test_turns_round_trip_and_come_back_in_order(tmp_path):

@@ -11,6 +11,7 @@ import pytest
 
 from s2s_desktop.pipeline.messages import Partial, Utterance
 from s2s_desktop.pipeline.stt_stage import same_speech
+from s2s_desktop.pipeline.turns import FinishedTurn
 
 CHUNK_S = 0.1
 MS = 16  # samples per millisecond at 16 kHz
@@ -56,7 +57,7 @@ def test_a_new_or_lost_region_is_not_the_same_speech():
     assert not same_speech(heard, final([]))
 
 
-def hold_and_release(session, audio: np.ndarray) -> dict:
+def hold_and_release(session, audio: np.ndarray) -> FinishedTurn:
     """Feed `audio` in real time as the microphone would while the key is held, let go, and
     return the finished turn's record."""
     pipe = session.pipeline
@@ -95,9 +96,9 @@ def test_reused_live_transcript_equals_a_full_decode(starter_session, speech, qu
         full = hold_and_release(starter_session, audio)
     finally:
         stt.live = saved
-    assert live["stt_reused_partial"] is True, live  # the live text was what got used
-    assert full["stt_reused_partial"] is False, full
-    assert live["transcript"] and live["transcript"] == full["transcript"], (live, full)
-    after = [rec["timings_ms"].get("stt_after_release") for rec in (live, full)]
-    print(f"\n[live] {live['transcript']!r}: STT after release {after[0]} ms live, "
+    assert live.stt_reused_partial is True, live  # the live text was what got used
+    assert full.stt_reused_partial is False, full
+    assert live.transcript and live.transcript == full.transcript, (live, full)
+    after = [rec.timings_ms.get("stt_after_release") for rec in (live, full)]
+    print(f"\n[live] {live.transcript!r}: STT after release {after[0]} ms live, "
           f"{after[1]} ms as a full decode")

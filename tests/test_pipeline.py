@@ -172,8 +172,8 @@ def test_live_transcription_leaves_no_stt_work_after_release(session_factory):
     calls_before_release = len(pipe.stt.engine.calls)
     pipe.end_turn(turn)
     rec = session.wait(turn, 10)
-    assert rec["turn"] == turn and rec["transcript"] == "Live words."
-    assert rec["stt_reused_partial"] is True
+    assert rec.turn == turn and rec.transcript == "Live words."
+    assert rec.stt_reused_partial is True
     assert calls_before_release >= 1
     assert len(pipe.stt.engine.calls) == calls_before_release  # nothing left at release
 
@@ -185,8 +185,8 @@ def test_live_turn_speaking_until_release_transcribes_the_final(session_factory)
     pipe.feed(turn, VOICE[:1600])  # too little new audio for another partial before release
     pipe.end_turn(turn)
     rec = session.wait(turn, 10)
-    assert rec["transcript"] == "Still talking."
-    assert rec["stt_reused_partial"] is False
+    assert rec.transcript == "Still talking."
+    assert rec.stt_reused_partial is False
 
 
 def test_live_turn_with_stt_live_off_transcribes_once(session_factory):
@@ -195,7 +195,7 @@ def test_live_turn_with_stt_live_off_transcribes_once(session_factory):
     turn = _hold(session.pipeline, VOICE, realtime=False)
     session.pipeline.end_turn(turn)
     rec = session.wait(turn, 10)
-    assert rec["reason"] == "ok"
+    assert rec.reason == "ok"
     assert len(session.pipeline.stt.engine.calls) == 1  # no background partials
 
 
@@ -203,7 +203,7 @@ def test_a_tap_with_nothing_recorded_is_no_speech(session_factory):
     session = session_factory()
     turn = session.pipeline.begin_turn()
     session.pipeline.end_turn(turn)
-    assert session.wait(turn, 10)["reason"] == "no speech"
+    assert session.wait(turn, 10).reason == "no speech"
 
 
 class _SinkThatDies(CaptureSink):
@@ -239,14 +239,14 @@ def test_output_device_lost_mid_reply_keeps_the_text_and_the_next_turn_works(mon
         while not done and time.monotonic() < deadline:
             time.sleep(0.02)
         rec = done[0]
-        assert rec["reply"] == "One two three four five. Six seven eight."  # text kept
-        assert rec["reason"] == "ok" and "went away" in rec["error"]
+        assert rec.reply == "One two three four five. Six seven eight."  # text kept
+        assert rec.reason == "ok" and "went away" in rec.error
         assert errors == ["the output device 'Headphones' went away"]  # said once
         sink.dead = False  # the device is back
         turn = pipe.submit(VOICE)
         while len(done) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert done[1]["error"] == "" and len(sink.audio(turn)) > 0
+        assert done[1].error == "" and len(sink.audio(turn)) > 0
     finally:
         assert pipe.shutdown(2.0)
 
@@ -266,7 +266,7 @@ def test_a_stage_that_fails_to_load_leaves_the_others_running(monkeypatch):
         deadline = time.monotonic() + 5
         while not done and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert done[0]["reason"] == "error" and "stt model is not loaded" in done[0]["error"]
+        assert done[0].reason == "error" and "stt model is not loaded" in done[0].error
     finally:
         assert pipe.shutdown(2.0)
 

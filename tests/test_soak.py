@@ -30,6 +30,7 @@ def test_soak_many_turns_with_barge_in(starter_settings, speech, tmp_path):
     from s2s_desktop.audio.files import read_audio
     from s2s_desktop.history import Exchange, History
     from s2s_desktop.pipeline.runner import HeadlessSession
+    from s2s_desktop.pipeline.turns import FinishedTurn
 
     settings = starter_settings.copy()
     settings.llm.max_new_tokens = 40
@@ -38,9 +39,9 @@ def test_soak_many_turns_with_barge_in(starter_settings, speech, tmp_path):
     session = HeadlessSession(settings)
     pipe = session.pipeline
     history = History(tmp_path / "history.jsonl")
-    finished: list[dict] = []
+    finished: list[FinishedTurn] = []
 
-    def store(rec: dict) -> None:
+    def store(rec: FinishedTurn) -> None:
         finished.append(rec)
         exchange = Exchange.from_turn(rec)
         if exchange is not None:
@@ -75,12 +76,12 @@ def test_soak_many_turns_with_barge_in(starter_settings, speech, tmp_path):
                 pipe.interrupt()
             rec = session.wait(turn, timeout_s=120)
             session.sink.forget(turn)
-            assert rec["reason"] in ("ok", "interrupted"), rec
+            assert rec.reason in ("ok", "interrupted"), rec
         end = resources()
     finally:
         assert session.close()
     elapsed = time.monotonic() - started
-    reasons = [r["reason"] for r in finished]
+    reasons = [r.reason for r in finished]
     print(f"\nsoak: {TURNS} turns in {elapsed:.0f} s, {reasons.count('interrupted')} "
           f"interrupted ({early} early, {late} late barge-ins); threads {baseline[0]}→{end[0]}, fds {baseline[1]}→{end[1]}, "
           f"rss {baseline[2] / 2**20:.0f}→{end[2] / 2**20:.0f} MB")

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QMessageBox
 
 from s2s_desktop.audio.sink import CaptureSink
 from s2s_desktop.history import Exchange, History
-from s2s_desktop.pipeline.turns import Conversation
+from s2s_desktop.pipeline.turns import Conversation, FinishedTurn
+from s2s_desktop.states import TurnReason
 from s2s_desktop.ui.actions import AppActions
 from s2s_desktop.ui.conversation_window import ConversationWindow
 from s2s_desktop.ui.floating_window import FloatingWindow
@@ -305,19 +306,19 @@ def test_conversation_window_streams_copies_and_clears_for_real(qtbot, tmp_path,
     qtbot.waitUntil(lambda: "is Paris." in win.view.toPlainText(), timeout=2000)
     assert "▍" in win.view.toPlainText()  # still streaming
     win.on_turn_finished(
-        {
-            "turn": 7,
-            "transcript": "What is the capital of France?",
-            "reply": "The capital of France is Paris.",
-            "spoken": "",
-            "reason": "ok",
-            "timings_ms": {
+        FinishedTurn(
+            turn=7,
+            transcript="What is the capital of France?",
+            reply="The capital of France is Paris.",
+            spoken="",
+            reason=TurnReason.OK,
+            timings_ms={
                 "release_to_first_audio": 734.0,
                 "stt": 120.0,
                 "llm_first_token": 90.0,
                 "total": 2500.0,
             },
-        }
+        )
     )
     qtbot.waitUntil(lambda: "first audio 734 ms" in win.view.toPlainText(), timeout=2000)
     assert "total 2.5 s" in win.view.toPlainText()
@@ -339,18 +340,18 @@ def test_turns_with_nothing_heard_leave_no_trace(qtbot):
     win = ConversationWindow()
     qtbot.addWidget(win)
     win.on_transcript(3, "")
-    win.on_turn_finished({"turn": 3, "transcript": "", "reason": "no speech"})
+    win.on_turn_finished(FinishedTurn(turn=3, transcript="", reason=TurnReason.NO_SPEECH))
     assert win.entries == {}
     win.on_transcript(4, "Hello?")
     win.on_turn_finished(
-        {
-            "turn": 4,
-            "transcript": "Hello?",
-            "reply": "",
-            "spoken": "",
-            "reason": "error",
-            "error": "llm failed: boom",
-        }
+        FinishedTurn(
+            turn=4,
+            transcript="Hello?",
+            reply="",
+            spoken="",
+            reason=TurnReason.ERROR,
+            error="llm failed: boom",
+        )
     )
     win.render()
     assert "llm failed: boom" in win.view.toPlainText()

@@ -53,6 +53,6 @@ def test_the_app_frees_the_models_after_the_idle_time_and_answers_after(qtbot, d
     app.actions.talk.trigger()
     turn = app.controller.current_turn
     qtbot.waitUntil(lambda: app.everyday.records.get(turn) is not None, timeout=10000)
-    assert app.everyday.records[turn]["reply"] == "Paris is the capital of France."
+    assert app.everyday.records[turn].reply == "Paris is the capital of France."
     assert np.asarray(app.speaker.audio(turn)).size > 0
     qtbot.waitUntil(lambda: app.controller.stage_states["llm"] == "ready", timeout=5000)

@@ -11,6 +11,6 @@ class PipelineEvents(QObject):
     reply_delta = Signal(int, str)  # turn, raw LLM text delta
     sentence = Signal(int, str)  # turn, speakable piece sent to TTS
     first_audio = Signal(int)  # turn: first sample handed to the output
-    turn_finished = Signal(dict)  # TurnRecord.to_dict()
+    turn_finished = Signal(object)  # a FinishedTurn (turns.py)
     error = Signal(str, str)  # stage, message (one clear line)
     notice = Signal(str)  # something the user should know (CPU fallback, …)

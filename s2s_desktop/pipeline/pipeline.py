@@ -16,7 +16,7 @@ from ..assistant.local_commands import LocalCommands
 from ..assistant.timers import TimerBook
 from ..audio.sink import AudioSink
 from ..config import STAGES, Settings, changed_stages
-from ..states import StageState
+from ..states import StageState, TurnReason
 from .cores import CoreShare
 from .events import PipelineEvents
 from .llm_stage import LLMStage
@@ -206,7 +206,7 @@ class Pipeline:
             released = released_at if released_at is not None else time.monotonic()
             self.vad.inbox.put(ListenEnd(turn, created=released))
 
-    def interrupt(self, reason: str = "interrupted") -> list[int]:
+    def interrupt(self, reason: TurnReason = TurnReason.INTERRUPTED) -> list[int]:
         """Barge-in: stop generation and playback of every running turn. When this returns no
         audio of those turns reaches the sink. Returns the turns it interrupted; they end
         with `reason` (a dropped tap says "too short")."""
@@ -230,10 +230,8 @@ class Pipeline:
         the LLM evaluates the next prompt's known part while the user thinks."""
         if rec.turn < self._forget_before:
             return
-        if rec.reason == "ok":
-            self.conversation.add(rec.transcript, rec.reply)
-        elif rec.reason == "interrupted" and rec.transcript:
-            self.conversation.add(rec.transcript, " ".join(rec.spoken))
+        if rec.reason in (TurnReason.OK, TurnReason.INTERRUPTED):
+            self.conversation.add(rec.transcript, rec.finished_view().kept_reply())
         self.llm.inbox.put(Prime(rec.turn))
 
     # -- settings -----------------------------------------------------------------------------

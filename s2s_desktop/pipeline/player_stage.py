@@ -9,6 +9,7 @@ import threading
 
 from ..audio.sink import AudioSink
 from ..errors import AudioDeviceError
+from ..states import TurnReason
 from .messages import ReplyDone, SpeechChunk, TurnEnded
 from .worker import Worker
 
@@ -46,7 +47,7 @@ class PlayerStage(Worker):
             if not lost:
                 self.sink.drain(msg.turn, self.clock.stop_event(msg.turn))
             if not self.clock.is_stale(msg.turn):
-                self.close_turn(msg.turn, "ok", lost)
+                self.close_turn(msg.turn, TurnReason.OK, lost)
         return
         yield  # a generator that yields nothing downstream
 
@@ -66,4 +67,4 @@ class PlayerStage(Worker):
         self.clock.forget(turn)
         if self.on_turn_closed is not None:
             self.on_turn_closed(rec)
-        self.events.turn_finished.emit(rec.to_dict())
+        self.events.turn_finished.emit(rec.finished_view())

@@ -16,6 +16,7 @@ from ..audio.sink import CaptureSink
 from ..config import STAGES, Settings
 from ..errors import S2SError
 from .pipeline import Pipeline
+from .turns import FinishedTurn
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class HeadlessSession:
         ensure_qt_core()
         self.sink = sink if sink is not None else CaptureSink()
         self.pipeline = Pipeline(settings, self.sink)
-        self._finished: queue.Queue = queue.Queue()
+        self._finished: queue.Queue[FinishedTurn] = queue.Queue()
         self.pipeline.events.turn_finished.connect(self._finished.put,
                                                    Qt.ConnectionType.DirectConnection)
         self.notices: list[str] = []
@@ -59,7 +60,8 @@ class HeadlessSession:
 
     def turn(self, audio, source: str = "", timeout_s: float = 600.0,
              released_at: float | None = None) -> dict:
-        """Run one turn to its end; returns the turn's record (dict) plus `pcm`/`sample_rate`."""
+        """Run one turn to its end; returns its JSON record (`FinishedTurn.to_dict()`) plus
+        `pcm`/`sample_rate`."""
         turn = self.pipeline.submit(audio, source=source, released_at=released_at)
         return self._finish(turn, timeout_s)
 
@@ -68,20 +70,20 @@ class HeadlessSession:
         return self._finish(self.pipeline.submit_text(text, source="text"), timeout_s)
 
     def _finish(self, turn: int, timeout_s: float) -> dict:
-        rec = self.wait(turn, timeout_s)
+        rec = self.wait(turn, timeout_s).to_dict()
         rec["pcm"] = self.sink.audio(turn)
         rec["sample_rate"] = self.sink.sample_rates.get(turn)
         self.sink.forget(turn)
         return rec
 
-    def wait(self, turn: int, timeout_s: float = 600.0) -> dict:
-        """The record of `turn` once it has finished (older turns' records are skipped)."""
+    def wait(self, turn: int, timeout_s: float = 600.0) -> FinishedTurn:
+        """`turn` once it has finished (older turns are skipped)."""
         while True:
             try:
                 rec = self._finished.get(timeout=timeout_s)
             except queue.Empty:
                 raise S2SError(f"turn {turn} did not finish within {timeout_s:.0f} s") from None
-            if rec["turn"] == turn:
+            if rec.turn == turn:
                 return rec
 
     def close(self) -> bool:

@@ -9,6 +9,7 @@ transcript and no STT work is left.
 from __future__ import annotations
 
 from ..engines.base import SAMPLE_RATE, STTResult
+from ..states import TurnReason
 from .messages import Partial, Transcript, TurnEnded, Utterance
 from .stage import EngineStage
 
@@ -58,6 +59,6 @@ class STTStage(EngineStage):
         self.book.update(msg.turn, transcript=text, language=lang)
         self.events.transcript.emit(msg.turn, text)
         if not any(ch.isalnum() for ch in text):
-            yield TurnEnded(msg.turn, reason="no speech")
+            yield TurnEnded(msg.turn, reason=TurnReason.NO_SPEECH)
             return
         yield Transcript(msg.turn, text=text, language=lang)

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ..states import TurnReason
+
 
 class AnsweredBy(StrEnum):
     """Who wrote a turn's reply (`answered_by` in `run --json`)."""
@@ -88,15 +90,76 @@ TIMING_SPANS = {
 }
 
 
+@dataclass(frozen=True)
+class FinishedTurn:
+    """A closed turn as it leaves the pipeline (`PipelineEvents.turn_finished`): a snapshot of
+    its TurnRecord, so readers in any thread see it whole and unchanging. `to_dict()` is the
+    JSON record of `run --json`, the benchmark and `s2s-desktop ask --json`."""
+
+    turn: int
+    source: str = ""
+    transcript: str = ""
+    language: str | None = None
+    reply: str = ""
+    spoken: str = ""  # the pieces that were played, joined
+    reason: TurnReason = TurnReason.OK
+    error: str = ""
+    tokens: int = 0
+    prompt_tokens_evaluated_at_release: int | None = None  # None: the LLM did not say
+    stt_reused_partial: bool = False
+    answered_by: str | None = None  # AnsweredBy: local commands or the LLM; None: no answer
+    timings_ms: dict[str, float | None] = field(default_factory=dict)
+
+    def kept_reply(self) -> str:
+        """The reply as the conversation keeps it: an interrupted reply as far as it was
+        spoken, any other the reply as written (whole when ok; what there was on an error)."""
+        return self.spoken if self.reason == TurnReason.INTERRUPTED else self.reply
+
+    def to_dict(self) -> dict:
+        return {
+            "turn": self.turn,
+            "input": self.source,
+            "transcript": self.transcript,
+            "reply": self.reply,
+            "spoken": self.spoken,
+            "reason": str(self.reason),
+            "stt_reused_partial": self.stt_reused_partial,
+            "prompt_tokens_evaluated_at_release": self.prompt_tokens_evaluated_at_release,
+            "answered_by": self.answered_by,
+            "error": self.error,
+            "timings_ms": dict(self.timings_ms),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FinishedTurn:
+        """From `to_dict()`'s JSON (an `ask` reply); `language` and `tokens` are not in it."""
+        return cls(
+            turn=int(data.get("turn") or 0),
+            source=data.get("input") or "",
+            transcript=data.get("transcript") or "",
+            reply=data.get("reply") or "",
+            spoken=data.get("spoken") or "",
+            reason=TurnReason(data.get("reason") or TurnReason.OK),
+            error=data.get("error") or "",
+            prompt_tokens_evaluated_at_release=data.get("prompt_tokens_evaluated_at_release"),
+            stt_reused_partial=bool(data.get("stt_reused_partial")),
+            answered_by=data.get("answered_by"),
+            timings_ms=dict(data.get("timings_ms") or {}),
+        )
+
+
 @dataclass
 class TurnRecord:
+    """One turn's bookkeeping while it runs, written by the stages; `finished_view()` is what
+    leaves the pipeline once it is closed."""
+
     turn: int
     source: str = ""
     transcript: str = ""
     language: str | None = None
     reply: str = ""
     spoken: list[str] = field(default_factory=list)
-    reason: str = ""  # ok | no speech | interrupted | error
+    reason: TurnReason | None = None  # set when the turn is closed
     error: str = ""
     tokens: int = 0
     prompt_tokens_evaluated_at_release: int | None = None  # None: the LLM did not say
@@ -118,20 +181,25 @@ class TurnRecord:
             out["llm_tokens_per_s"] = round((self.tokens - 1) / gen_s, 1) if gen_s > 0 else None
         return out
 
-    def to_dict(self) -> dict:
-        return {
-            "turn": self.turn,
-            "input": self.source,
-            "transcript": self.transcript,
-            "reply": self.reply,
-            "spoken": " ".join(self.spoken),
-            "reason": self.reason,
-            "stt_reused_partial": self.stt_reused_partial,
-            "prompt_tokens_evaluated_at_release": self.prompt_tokens_evaluated_at_release,
-            "answered_by": self.answered_by,
-            "error": self.error,
-            "timings_ms": self.timings_ms(),
-        }
+    def finished_view(self) -> FinishedTurn:
+        """The closed turn as readers outside the pipeline see it."""
+        if self.reason is None:
+            raise ValueError(f"turn {self.turn} is not finished")
+        return FinishedTurn(
+            turn=self.turn,
+            source=self.source,
+            transcript=self.transcript,
+            language=self.language,
+            reply=self.reply,
+            spoken=" ".join(self.spoken),
+            reason=self.reason,
+            error=self.error,
+            tokens=self.tokens,
+            prompt_tokens_evaluated_at_release=self.prompt_tokens_evaluated_at_release,
+            stt_reused_partial=self.stt_reused_partial,
+            answered_by=self.answered_by,
+            timings_ms=self.timings_ms(),
+        )
 
 
 class TurnBook:
@@ -176,14 +244,14 @@ class TurnBook:
             if rec is not None:
                 rec.spoken.append(text)
 
-    def finish(self, turn: int, reason: str, error: str = "") -> TurnRecord | None:
+    def finish(self, turn: int, reason: TurnReason | str, error: str = "") -> TurnRecord | None:
         """Close a turn once; returns the record the first time, None afterwards."""
         with self._lock:
             rec = self._records.get(turn)
             if rec is None or rec.finished:
                 return None
             rec.finished = True
-            rec.reason = reason
+            rec.reason = TurnReason(reason)
             rec.error = error
             rec.marks.setdefault("end", time.monotonic())
             return rec

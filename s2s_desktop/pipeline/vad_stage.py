@@ -11,6 +11,7 @@ import numpy as np
 
 from ..engines.base import SAMPLE_RATE
 from ..engines.vad.trim import padded_regions
+from ..states import TurnReason
 from .messages import AudioChunk, ListenEnd, Partial, TurnEnded, Utterance
 from .stage import EngineStage
 
@@ -84,7 +85,7 @@ class VADStage(EngineStage):
         regions = self._regions(audio)
         self.book.mark(turn, "vad_end")
         if not regions:
-            yield TurnEnded(turn, reason="no speech")
+            yield TurnEnded(turn, reason=TurnReason.NO_SPEECH)
             return
         yield Utterance(
             turn, audio=_speech(audio, regions), source=source, regions=regions, created=released

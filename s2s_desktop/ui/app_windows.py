@@ -15,7 +15,6 @@ log = logging.getLogger(__name__)
 
 MODELS_OFFERED = "recommended-models-offered"  # marker: the first-run offer was shown once
 
-
 class AppWindows:
     """Needs: settings, launch, pipeline, controller, _dialogs, show_notice, apply_settings."""
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QPushButton, QWidget
 
-BUSY_STATES = ("thinking", "speaking")
+from ..states import AppState
+
+BUSY_STATES = (AppState.THINKING, AppState.SPEAKING)
 
 
 class AskBar(QWidget):

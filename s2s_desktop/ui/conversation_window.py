@@ -22,7 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from ..history import Exchange, History
-from ..states import TurnReason
+from ..pipeline.turns import FinishedTurn
+from ..states import AppState, TurnReason
 from .ask_bar import BUSY_STATES, AskBar
 from .icons import state_icon
 
@@ -38,7 +39,11 @@ class Entry:
     stt_while_speaking: bool = False
 
 
-RUNNING_WORDS = {"listening": "listening…", "thinking": "thinking…", "speaking": "speaking…"}
+RUNNING_WORDS = {
+    AppState.LISTENING: "listening…",
+    AppState.THINKING: "thinking…",
+    AppState.SPEAKING: "speaking…",
+}
 
 
 def latency_line(t: dict, stt_while_speaking: bool = False) -> str:
@@ -71,7 +76,7 @@ class ConversationWindow(QWidget):
     ):
         super().__init__(parent)
         self.setWindowTitle("s2s-desktop — Conversation")
-        self.setWindowIcon(state_icon("idle"))
+        self.setWindowIcon(state_icon(AppState.IDLE))
         self.resize(520, 600)
         self.history = history
         self.conversation = conversation
@@ -80,13 +85,13 @@ class ConversationWindow(QWidget):
             self.entries[("h", i)] = Entry(
                 ex.user,
                 ex.assistant,
-                ex.reason or "ok",
+                ex.reason or TurnReason.OK,
                 ex.timings_ms,
                 ex.time,
                 ex.error,
                 ex.stt_while_speaking,
             )
-        self.state = "idle"  # the app's state: what the running turn says
+        self.state = AppState.IDLE  # the app's state: what the running turn says
         self.follow = True  # keep the newest turn in view until the user scrolls up
 
         self.view = QTextBrowser()
@@ -137,26 +142,24 @@ class ConversationWindow(QWidget):
         self._entry(turn).assistant += delta
         self._changed()
 
-    def on_turn_finished(self, rec: dict) -> None:
-        turn = rec.get("turn")
-        reason = rec.get("reason", "")
-        if reason == "no speech" or not (rec.get("transcript") or "").strip():
+    def on_turn_finished(self, rec: FinishedTurn) -> None:
+        turn = rec.turn
+        if rec.reason == TurnReason.NO_SPEECH or not rec.transcript.strip():
             if turn in self.entries and not self.entries[turn].assistant:
                 del self.entries[turn]
                 self._changed()
             return
         entry = self._entry(turn)
-        entry.user = rec.get("transcript", entry.user)
-        entry.reason = reason
-        entry.error = rec.get("error", "")
-        entry.timings_ms = rec.get("timings_ms") or {}
-        entry.stt_while_speaking = bool(rec.get("stt_reused_partial"))
-        # an interrupted reply is kept as far as it was spoken
-        entry.assistant = (
-            rec.get("spoken", "")
-            if reason == "interrupted"
-            else (rec.get("reply") or entry.assistant)
-        )
+        entry.user = rec.transcript
+        entry.reason = rec.reason
+        entry.error = rec.error
+        entry.timings_ms = rec.timings_ms
+        entry.stt_while_speaking = rec.stt_reused_partial
+        # an interrupted reply is kept as far as it was spoken; a turn that ended with no
+        # reply written (an error) keeps what was streamed
+        kept = rec.kept_reply()
+        if kept or rec.reason == TurnReason.INTERRUPTED:
+            entry.assistant = kept
         self._render_timer.stop()
         self.render()  # the turn is over: nothing more to coalesce
 
@@ -188,7 +191,7 @@ class ConversationWindow(QWidget):
             if e.assistant or e.reason:
                 out.append(
                     f"Assistant: {e.assistant}"
-                    + (" [interrupted]" if e.reason == "interrupted" else "")
+                    + (" [interrupted]" if e.reason == TurnReason.INTERRUPTED else "")
                 )
             out.append("")
         return "\n".join(out).strip() + ("\n" if out else "")
@@ -268,7 +271,7 @@ class ConversationWindow(QWidget):
         self.status.setText("Copied the question" if who == "user" else "Copied the answer")
 
     @staticmethod
-    def _entry_html(e: Entry, state: str = "thinking", index: int | None = None) -> str:
+    def _entry_html(e: Entry, state: str = AppState.THINKING, index: int | None = None) -> str:
         def esc(text: str) -> str:
             return html.escape(text).replace("\n", "<br>")
 
@@ -286,16 +289,16 @@ class ConversationWindow(QWidget):
             f"{esc(e.user) or '<i>…</i>'}</p>"
         ]
         reply = esc(e.assistant.strip())
-        if e.reason == "" and state == "listening" and not reply:
+        if e.reason == "" and state == AppState.LISTENING and not reply:
             return parts[0].replace("<i>…</i>", "<i style='color:gray'>listening…</i>") + "<hr>"
         if e.reason == "":
             word = RUNNING_WORDS.get(state, "thinking…")
             reply = (reply + " ▍") if reply else f"<i style='color:gray'>{word}</i>"
         elif e.reason == TurnReason.UNANSWERED:
             reply = "<i style='color:gray'>(no reply: the app stopped before answering)</i>"
-        elif e.reason == "interrupted":
+        elif e.reason == TurnReason.INTERRUPTED:
             reply += " <i style='color:gray'>(interrupted)</i>"
-        elif e.reason == "error":
+        elif e.reason == TurnReason.ERROR:
             reply += f" <span style='color:#c62828'>({esc(e.error or 'failed')})</span>"
         answer_link = copy_link("assistant") if e.reason and e.assistant.strip() else ""
         parts.append(f"<p><b style='color:#1e7fd8'>Assistant</b>{answer_link}<br>{reply}</p>")

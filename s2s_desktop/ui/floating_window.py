@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..states import AppState
 from .actions import AppActions
 from .icons import state_icon
 from .tray import STATE_WORDS, tooltip_text
@@ -40,7 +41,7 @@ class FloatingWindow(QWidget):
         super().__init__(parent, FLAGS)
         self.setFixedWidth(WIDTH)
         self.setWindowTitle("s2s-desktop")
-        self.setWindowIcon(state_icon("idle"))
+        self.setWindowIcon(state_icon(AppState.IDLE))
         self.actions = actions
         self._level = level  # callable -> 0..1, polled for the meter while listening
 
@@ -97,7 +98,7 @@ class FloatingWindow(QWidget):
         self._save_timer = QTimer(self, singleShot=True, interval=400)  # once a drag settles
         self._save_timer.timeout.connect(lambda: save_position(POSITION_KEY, self.x(), self.y()))
         self._placed = False
-        self.show_state("loading", "")
+        self.show_state(AppState.LOADING, "")
 
     # ------------------------------------------------------------------ where it sits
     def showEvent(self, event) -> None:
@@ -143,15 +144,15 @@ class FloatingWindow(QWidget):
         # the detail line: what failed, the loading progress, or how to talk
         lines = tooltip_text(state, detail, hotkey).split("\n")[1:]
         self._set_detail("\n".join(lines))
-        self.talk.setEnabled(state != "loading")
+        self.talk.setEnabled(state != AppState.LOADING)
         self.talk.setText(
             {
-                "listening": "Listening… (release to send)",
-                "thinking": "Talk (interrupts)",
-                "speaking": "Talk (interrupts)",
+                AppState.LISTENING: "Listening… (release to send)",
+                AppState.THINKING: "Talk (interrupts)",
+                AppState.SPEAKING: "Talk (interrupts)",
             }.get(state, "Talk")
         )
-        listening = state == "listening"
+        listening = state == AppState.LISTENING
         self.meter.setVisible(listening)
         if listening and self._level is not None:
             self._meter_timer.start()

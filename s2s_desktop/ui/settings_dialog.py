@@ -37,6 +37,7 @@ from ..errors import ModelNotFound, S2SError, SettingsError
 from ..hotkey.combo import parse_combo
 from ..launch import changed_keys, with_changes
 from ..models.resolve import looks_like_repo_id, resolve_model
+from ..states import StageState
 from .audio_settings import AudioTab
 from .dictation_settings import add_dictation_rows
 from .form_fields import Fields
@@ -359,7 +360,7 @@ class SettingsDialog(QDialog):
 
     # ------------------------------------------------------------------ reload news
     def _show_reloading(self, stages: list[str]) -> None:
-        self.stage_states = {s: ("reloading", "") for s in stages if s in STAGE_NAMES}
+        self.stage_states = {s: (StageState.RELOADING, "") for s in stages if s in STAGE_NAMES}
         if not self.stage_states:
             self.status.setText(
                 "Saved. No model needs reloading: the changes apply from the next question."
@@ -377,9 +378,9 @@ class SettingsDialog(QDialog):
         parts, failed = [], False
         for stage, (state, detail) in self.stage_states.items():
             name = SHORT[stage]
-            if state in ("reloading", "loading"):
+            if state in (StageState.RELOADING, StageState.LOADING):
                 parts.append(f"{name}: reloading…")
-            elif state == "ready":
+            elif state == StageState.READY:
                 parts.append(f"{name}: ready" + (f" ({detail})" if detail else ""))
             else:
                 failed = True

@@ -42,7 +42,7 @@ class TrayIcon(QSystemTrayIcon):
             self.menu.addAction(action)
         self.setContextMenu(self.menu)
         self.state = ""
-        self.show_state("loading", "")
+        self.show_state(AppState.LOADING, "")
         self.activated.connect(self._activated)
 
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
