@@ -187,7 +187,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import bench_command
+    from .commands.bench import bench_command
 
     return bench_command(args, _settings(args))
 

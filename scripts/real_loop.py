@@ -8,7 +8,7 @@ What it does, per run (each run is a fresh app, so a fresh conversation):
 - starts the app plainly (`python -m s2s_desktop`, only the hotkey set and the listening
   earcons off, so the first sound after release is the reply; `--profile` adds a profile)
   with its settings, history and logs in a temporary folder, and waits until its models load;
-- for each held-out question of `s2s_desktop.bench.HELD_OUT` (spoken by espeak-ng, its
+- for each held-out question of `s2s_desktop.commands.bench.HELD_OUT` (spoken by espeak-ng, its
   trailing silence trimmed): holds the real hotkey with xdotool, plays the question into the
   microphone with paplay, releases the key `--hold` seconds after paplay returns (0: with the
   last word), and records the speaker's monitor with parec the whole time;
@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from s2s_desktop import ipc  # noqa: E402
 from s2s_desktop.audio.files import write_wav  # noqa: E402
-from s2s_desktop.bench import HELD_OUT, spoken  # noqa: E402
-from s2s_desktop.bench_measures import TURN_GROUPS, stats  # noqa: E402
+from s2s_desktop.commands.bench import HELD_OUT, spoken  # noqa: E402
+from s2s_desktop.commands.bench_measures import TURN_GROUPS, stats  # noqa: E402
 from tests.helpers.desktop_env import (  # noqa: E402
     MonitorRecorder,
     missing,

@@ -10,9 +10,9 @@ import re
 import numpy as np
 import pytest
 
-from s2s_desktop import bench
 from s2s_desktop.audio.speaker import SpeakerSink
-from s2s_desktop.bench_measures import (
+from s2s_desktop.commands import bench
+from s2s_desktop.commands.bench_measures import (
     by_group,
     ideal_ms,
     longest_gap_ms,

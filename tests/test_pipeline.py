@@ -291,7 +291,7 @@ def test_retry_loads_a_model_that_arrived_after_the_failure_and_the_next_turn_an
         deadline = time.monotonic() + 5
         while not done and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert done[0]["reason"] == "ok" and done[0]["reply"] == "Now I hear you."
+        assert done[0].reason == "ok" and done[0].reply == "Now I hear you."
     finally:
         assert pipe.shutdown(2.0)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from s2s_desktop.bench_measures import word_errors
+from s2s_desktop.commands.bench_measures import word_errors
 from s2s_desktop.config import STTSettings, VADSettings
 from s2s_desktop.engines.base import STTResult
 from s2s_desktop.engines.registry import engine_class

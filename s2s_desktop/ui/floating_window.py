@@ -160,9 +160,6 @@ class FloatingWindow(QWidget):
             self._meter_timer.stop()
             self.meter.setValue(0)
 
-    def set_talk_hint(self, text: str) -> None:
-        self.talk.setToolTip(text)
-
     def show_notice(self, text: str, error: bool = False) -> None:
         self._set_detail(text)
 

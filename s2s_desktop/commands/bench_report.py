@@ -3,7 +3,7 @@ timeline of one turn."""
 
 from __future__ import annotations
 
-from .errors import S2SError
+from ..errors import S2SError
 
 
 def _cell(st: dict, digits: int = 0) -> str:

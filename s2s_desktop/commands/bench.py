@@ -26,8 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .audio.files import read_audio
-from .audio.sink import CaptureSink
+from ..audio.files import read_audio
+from ..audio.sink import CaptureSink
+from ..config import Settings, cache_dir
+from ..engines.vad.trim import trim
+from ..errors import AudioDeviceError, S2SError
+from ..pipeline.chunker import SentenceChunker
+from ..states import TurnReason
 from .bench_measures import (
     by_group,
     ideal_ms,
@@ -37,11 +42,6 @@ from .bench_measures import (
     wer,
 )
 from .bench_report import format_table, plot_timeline
-from .config import Settings, cache_dir
-from .engines.vad.trim import trim
-from .errors import AudioDeviceError, S2SError
-from .pipeline.chunker import SentenceChunker
-from .states import TurnReason
 
 QUESTIONS = {
     "short": [
@@ -150,7 +150,7 @@ class BenchSink(CaptureSink):
 def open_speaker(settings: Settings):
     """A SpeakerSink on the configured output, or None where no output device opens."""
     try:
-        from .audio.speaker import SpeakerSink
+        from ..audio.speaker import SpeakerSink
 
         speaker = SpeakerSink(settings.audio.output_device)
         speaker.open(SAMPLE_RATE)
@@ -161,7 +161,7 @@ def open_speaker(settings: Settings):
 
 class Bench:
     def __init__(self, settings: Settings, runs: int):
-        from .pipeline.runner import HeadlessSession
+        from ..pipeline.runner import HeadlessSession
 
         self.settings, self.runs = settings, max(1, runs)
         self.sink = BenchSink(open_speaker(settings))
@@ -264,7 +264,7 @@ class Bench:
         return self._stt_full[text]
 
     def _messages(self, text: str) -> list[dict]:
-        from .engines.llm.history import build_messages
+        from ..engines.llm.history import build_messages
 
         return build_messages(self.settings.llm.system_prompt, [], text, 0)
 
