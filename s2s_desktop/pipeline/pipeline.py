@@ -36,7 +36,7 @@ from .messages import (
 from .player_stage import PlayerStage
 from .stt_stage import STTStage
 from .tts_stage import TTSStage
-from .turns import AnsweredBy, Conversation, TurnBook, TurnClock, TurnRecord
+from .turns import AnsweredBy, Conversation, FinishedTurn, TurnBook, TurnClock
 from .vad_stage import VADStage
 
 log = logging.getLogger(__name__)
@@ -225,13 +225,13 @@ class Pipeline:
         self.conversation.clear()
         self.llm.inbox.put(Prime(-1))
 
-    def _remember(self, rec: TurnRecord) -> None:
+    def _remember(self, rec: FinishedTurn) -> None:
         """Store the exchange the LLM will see next turn: as spoken, if it was cut off. Then
         the LLM evaluates the next prompt's known part while the user thinks."""
         if rec.turn < self._forget_before:
             return
         if rec.reason in (TurnReason.OK, TurnReason.INTERRUPTED):
-            self.conversation.add(rec.transcript, rec.finished_view().kept_reply())
+            self.conversation.add(rec.transcript, rec.kept_reply())
         self.llm.inbox.put(Prime(rec.turn))
 
     # -- settings -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ class PlayerStage(Worker):
     def __init__(self, *args, sink: AudioSink, on_turn_closed=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.sink = sink
-        self.on_turn_closed = on_turn_closed  # callback(record) before turn_finished is emitted
+        self.on_turn_closed = on_turn_closed  # callback(FinishedTurn) before turn_finished
         self._lock = threading.Lock()
         self._output_lost: dict[int, str] = {}  # turn -> why its audio could not be played
 
@@ -65,6 +65,7 @@ class PlayerStage(Worker):
         if rec is None:
             return
         self.clock.forget(turn)
+        finished = rec.finished_view()
         if self.on_turn_closed is not None:
-            self.on_turn_closed(rec)
-        self.events.turn_finished.emit(rec.finished_view())
+            self.on_turn_closed(finished)
+        self.events.turn_finished.emit(finished)

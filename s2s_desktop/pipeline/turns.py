@@ -166,7 +166,10 @@ class TurnRecord:
     stt_reused_partial: bool = False
     answered_by: str | None = None  # AnsweredBy: local commands or the LLM; None: no answer
     marks: dict[str, float] = field(default_factory=dict)
-    finished: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.reason is not None
 
     def timings_ms(self) -> dict[str, float | None]:
         out: dict[str, float | None] = {}
@@ -250,7 +253,6 @@ class TurnBook:
             rec = self._records.get(turn)
             if rec is None or rec.finished:
                 return None
-            rec.finished = True
             rec.reason = TurnReason(reason)
             rec.error = error
             rec.marks.setdefault("end", time.monotonic())
