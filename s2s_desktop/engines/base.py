@@ -150,7 +150,6 @@ class VADEngine(Engine):
 class STTResult:
     text: str
     language: str | None = None
-    unsure: bool = False  # a quick decode the backend would check before it is final
 
 
 class STTEngine(Engine):
@@ -158,10 +157,6 @@ class STTEngine(Engine):
 
     def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
         raise NotImplementedError
-
-    def transcribe_partial(self, audio: np.ndarray, language: str | None = None) -> STTResult:
-        """While the key is held: backends may answer faster and flag what they would check."""
-        return self.transcribe(audio, language)
 
 
 class LLMEngine(Engine):

@@ -2,8 +2,8 @@
 
 Live turns: Partials are transcribed in the background while the key is held (only the
 newest waiting one; older ones are skipped). At release, when the final speech regions are
-the ones the last partial already covered and the engine was sure of it, its text is the
-transcript and no STT work is left.
+the ones the last partial already covered, its text is the transcript (the same decode of
+the same speech) and no STT work is left.
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ class STTStage(EngineStage):
         if isinstance(msg, Partial):
             if self._newer_waiting(msg.turn):
                 return  # the recording grew meanwhile: transcribe the newer one
-            result = self.engine.transcribe_partial(msg.audio, language)
+            result = self.engine.transcribe(msg.audio, language)
             self._partial = (msg, result)
             self.events.partial_transcript.emit(msg.turn, result.text.strip())
             return
         assert isinstance(msg, Utterance)
         self.book.mark(msg.turn, "stt_start")
         partial, self._partial = self._partial, None
-        if (partial is not None and partial[0].turn == msg.turn and not partial[1].unsure
+        if (partial is not None and partial[0].turn == msg.turn
                 and same_speech(partial[0], msg)):
             text, lang = partial[1].text.strip(), partial[1].language
             self.book.update(msg.turn, stt_reused_partial=True)

@@ -11,7 +11,6 @@ import logging
 import math
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,12 +38,11 @@ SHORT_CLIP_S = 25.0  # longer recordings are cut at quiet spots into pieces this
 MIN_WINDOW_FRAMES = 1000  # 10 s: measured best (docs/performance.md); far less risks loops
 FULL_FRAMES = 3000  # Whisper's own 30 s window
 WINDOW_SAMPLES = 30 * SAMPLE_RATE
-# A short-window decode this unsure (its least sure word, or its average token) is checked
-# against the full window, and the surer of the two is kept (docs/performance.md).
-UNSURE_WORD = 0.45
-UNSURE_AVG_LOGPROB = -0.4
-CLEARLY_SURER = 0.1  # avg log-probability by which an unsure short decode beats the full one
-KEEP_WORDS = 0.9  # a full-window decode with fewer words than this share of the short one's lost some
+# Whisper's log-mel floor (the padding's value) is the clip's loudest bin - 8, scaled; the
+# padding's encoder states are kept per level rounded to this step (speech at a usual level:
+# -0.75, the level warm-up encodes)
+PAD_LEVEL_STEP = 0.25
+USUAL_PAD_LEVEL = -0.75
 
 
 def encoder_frames(n_samples: int) -> int:
@@ -69,22 +67,6 @@ def split_windows(audio: np.ndarray, quiet_search_s: float = 5.0,
         start = cut
     pieces.append(audio[start:])
     return pieces
-
-
-@dataclass
-class Decoded:
-    """One window's decode: its text, and how sure the model was of it."""
-
-    text: str
-    language: str
-    avg_logprob: float
-    least_sure_word: float
-
-    def unsure(self) -> bool:
-        return self.least_sure_word < UNSURE_WORD or self.avg_logprob < UNSURE_AVG_LOGPROB
-
-    def result(self) -> STTResult:
-        return STTResult(self.text, self.language)
 
 
 def split_device(device: str) -> tuple[str, int]:
@@ -155,6 +137,7 @@ class FasterWhisperSTT(STTEngine):
         super().__init__(settings, device)
         self.model = None
         self.compute_type = ""
+        self._padding: dict[float, np.ndarray] = {}  # see _padding_states
 
     def load(self) -> None:
         fw = require("faster_whisper", self.name, "faster-whisper")
@@ -236,8 +219,13 @@ class FasterWhisperSTT(STTEngine):
         if self.model is None:
             self.load()
         noise = np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
+        lang = self._language(None)
         try:
-            self._decode(noise * 1e-3, self._language(None), max_new_tokens=4, temperature=0.0)
+            if self.settings.short_window and split_device(self.device)[0] == "cpu":
+                self._padding_states(USUAL_PAD_LEVEL, MIN_WINDOW_FRAMES)
+                self._generate(noise * 1e-3, lang, MIN_WINDOW_FRAMES, 4)
+            else:
+                self._decode(noise * 1e-3, lang, max_new_tokens=4, temperature=0.0)
         except RuntimeError as exc:  # seen on CUDA 13: "Library libcublas.so.12 is not found"
             unavailable = self._cuda_unavailable(exc)
             if unavailable:
@@ -245,7 +233,7 @@ class FasterWhisperSTT(STTEngine):
             raise
 
     def unload(self) -> None:
-        self.model = None
+        self.model, self._padding = None, {}
         super().unload()
 
     def describe(self) -> str:
@@ -263,21 +251,13 @@ class FasterWhisperSTT(STTEngine):
         return lang
 
     def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
-        return self._transcribe(audio, language, sure=True)
-
-    def transcribe_partial(self, audio: np.ndarray, language: str | None = None) -> STTResult:
-        """The short window alone; an unsure decode is flagged, not checked (the check costs
-        a full-window decode: worth it once, at release, not on every partial)."""
-        return self._transcribe(audio, language, sure=False)
-
-    def _transcribe(self, audio: np.ndarray, language: str | None, sure: bool) -> STTResult:
         audio = self._prepare(audio)
         if audio.size == 0:
             return STTResult("")
         lang = self._language(language)
         if self.settings.short_window:
             try:
-                return self._transcribe_windows(audio, lang, sure)
+                return self._transcribe_windows(audio, lang)
             except (RuntimeError, ValueError) as exc:  # a model with a fixed 30 s window
                 log.info("short-window decode not possible (%s); using the full window", exc)
         return self._decode(audio, lang, token_budget(audio.size))
@@ -287,49 +267,58 @@ class FasterWhisperSTT(STTEngine):
             self.load()
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
-    def _transcribe_windows(self, audio: np.ndarray, language: str | None,
-                            sure: bool) -> STTResult:
+    def _transcribe_windows(self, audio: np.ndarray, language: str | None) -> STTResult:
         """Pieces of at most SHORT_CLIP_S (cut at quiet spots), each in its own short window
         with the text before it as context, so a long recording keeps every word."""
         pieces = split_windows(audio, window=int(SHORT_CLIP_S * SAMPLE_RATE))
-        texts, lang, unsure = [], language, False
+        texts, lang = [], language
         for piece in pieces:
-            prompt = " ".join(texts)[-400:]
             decoded = self._generate(piece, lang, encoder_frames(piece.size),
-                                     token_budget(piece.size), prompt=prompt)
-            if sure:
-                decoded = self._second_opinion(decoded, piece, lang, prompt)
-            unsure = unsure or (not sure and decoded.unsure())
+                                     token_budget(piece.size), prompt=" ".join(texts)[-400:])
             lang = lang or decoded.language
             texts.append(decoded.text)
-        return STTResult(" ".join(t for t in texts if t), lang or "en", unsure)
+        return STTResult(" ".join(t for t in texts if t), lang or "en")
 
-    def _second_opinion(self, short: Decoded, audio: np.ndarray, language: str | None,
-                        prompt: str = "") -> Decoded:
-        """The shortest window (10 s) mishears some voices ("capital and friends"): where it is
-        unsure, the full window decodes too, and wins unless the short one is clearly surer.
-        Longer pieces already see most of Whisper's window and are kept as the live text had
-        them (a second decode of 25 s of talk changed words the live transcript showed)."""
-        if not short.unsure() or encoder_frames(audio.size) > MIN_WINDOW_FRAMES:
-            return short
-        # greedy only: faster-whisper's temperature fallback took 1-3.6 s more here
-        full = self._full_window(audio, language, token_budget(audio.size), temperature=0.0,
-                                 prompt=prompt)
-        if len(full.text.split()) < KEEP_WORDS * len(short.text.split()):
-            return short  # the full window skipped speech the short one heard: keep every word
-        return short if short.avg_logprob > full.avg_logprob + CLEARLY_SURER else full
-
-    def _generate(self, audio: np.ndarray, language: str | None, frames: int,
-                  max_new_tokens: int, prompt: str = "") -> Decoded:
-        """Encode `frames` mel frames (faster-whisper itself always pads to 30 s), decode
-        greedily after the previous-text `prompt`, and measure how sure each word was."""
+    def _padding_states(self, level: float, frames: int) -> np.ndarray:
+        """The encoder's states for Whisper's padding (log-mel `level`) after the first
+        `frames` mel frames, encoded once per level. The decoder was trained to attend over a
+        whole 30 s window; cut to the short window it mishears some voices ("capital and
+        friends" for "capital of France")."""
         import ctranslate2
-        from faster_whisper.tokenizer import Tokenizer
 
+        level = round(level / PAD_LEVEL_STEP) * PAD_LEVEL_STEP
+        if level not in self._padding:
+            mels = self.model.feature_extractor.mel_filters.shape[0]
+            quiet = np.full((1, mels, FULL_FRAMES), level, dtype=np.float32)
+            self._padding[level] = np.array(self.model.model.encode(
+                ctranslate2.StorageView.from_array(quiet), to_cpu=True))
+        return self._padding[level][:, frames // 2:]
+
+    def _encode(self, audio: np.ndarray, frames: int):
+        """Whisper's encoder states for a whole 30 s window. On the CPU only the first
+        `frames` mel frames are encoded (the encoder's cost grows with the window) and the
+        padding's states complete them; elsewhere the full window is cheap."""
+        import ctranslate2
+
+        on_cpu = split_device(self.device)[0] == "cpu"
+        frames = frames if on_cpu else FULL_FRAMES
         features = self.model.feature_extractor(audio, padding=max(0, frames * 160 - audio.size))
         features = np.ascontiguousarray(features[None, :, :frames], dtype=np.float32)
         encoded = self.model.model.encode(ctranslate2.StorageView.from_array(features),
                                           to_cpu=False)
+        if frames >= FULL_FRAMES:
+            return encoded
+        padding = self._padding_states(float(features[0, 0, -1]), frames)  # the last frame pads
+        whole = np.concatenate([np.asarray(encoded), padding], axis=1)
+        return ctranslate2.StorageView.from_array(np.ascontiguousarray(whole))
+
+    def _generate(self, audio: np.ndarray, language: str | None, frames: int,
+                  max_new_tokens: int, prompt: str = "") -> STTResult:
+        """Encode the window (`_encode`; faster-whisper itself always encodes 30 s) and
+        decode after the previous-text `prompt`."""
+        from faster_whisper.tokenizer import Tokenizer
+
+        encoded = self._encode(audio, frames)
         multilingual = self.model.model.is_multilingual
         if multilingual and not language:
             best = self.model.model.detect_language(encoded)[0][0][0]  # "<|en|>"
@@ -343,31 +332,13 @@ class FasterWhisperSTT(STTEngine):
         result = self.model.model.generate(
             encoded, [start], beam_size=max(1, int(self.settings.beam_size)),
             max_length=min(448, len(start) + max_new_tokens), suppress_blank=True,
-            suppress_tokens=[-1], return_scores=True,
+            suppress_tokens=[-1],
         )[0]
         ids = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
-        # the words' probabilities; cheap next to the encoder (~4 ms of 170 here)
-        aligned = self.model.find_alignment(tokenizer, [ids], encoded,
-                                            min(frames, audio.size // 160))[0] if ids else []
-        return Decoded(
-            text=tokenizer.decode(ids).strip(),
-            language=language or "en",
-            avg_logprob=float(result.scores[0]) if result.scores else 0.0,
-            least_sure_word=min((float(w["probability"]) for w in aligned), default=1.0),
-        )
+        return STTResult(tokenizer.decode(ids).strip(), language or "en")
 
-    def _decode(
-        self,
-        audio: np.ndarray,
-        language: str | None,
-        max_new_tokens: int,
-        temperature: float | None = None,
-        prompt: str = "",
-    ) -> STTResult:
-        return self._full_window(audio, language, max_new_tokens, temperature, prompt).result()
-
-    def _full_window(self, audio: np.ndarray, language: str | None, max_new_tokens: int,
-                     temperature: float | None = None, prompt: str = "") -> Decoded:
+    def _decode(self, audio: np.ndarray, language: str | None, max_new_tokens: int,
+                temperature: float | None = None, prompt: str = "") -> STTResult:
         """faster-whisper's own decode: 30 s windows, temperature fallback."""
         extra = {} if temperature is None else {"temperature": temperature}
         segments, info = self.model.transcribe(
@@ -382,11 +353,4 @@ class FasterWhisperSTT(STTEngine):
             max_new_tokens=max_new_tokens,
             **extra,
         )
-        segments = list(segments)  # the generator runs the decode
-        return Decoded(
-            text="".join(seg.text for seg in segments).strip(),
-            language=info.language,
-            avg_logprob=float(np.mean([seg.avg_logprob for seg in segments])) if segments
-            else 0.0,
-            least_sure_word=1.0,
-        )
+        return STTResult("".join(seg.text for seg in segments).strip(), info.language)
