@@ -1,6 +1,6 @@
 """Release → first sound through the real audio loop, over whole conversations.
 
-    python scripts/real_loop.py --runs 3 [--turns 12] [--hold 0] [--profile starter] [--json]
+    python scripts/real_loop.py --runs 3 [--turns 12] [--hold 0] [--profile starter]
 
 What it does, per run (each run is a fresh app, so a fresh conversation):
 - starts a private Xvfb screen and a private PulseAudio server whose null sinks stand in for
