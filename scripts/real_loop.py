@@ -1,6 +1,6 @@
 """Release → first sound through the real audio loop, over whole conversations.
 
-    python scripts/real_loop.py --runs 3 [--turns 12] [--hold 0] [--profile starter]
+    python scripts/real_loop.py --runs 3 [--turns 12] [--hold 0] [--profile starter] [--keep DIR]
 
 What it does, per run (each run is a fresh app, so a fresh conversation):
 - starts a private Xvfb screen and a private PulseAudio server whose null sinks stand in for
@@ -13,7 +13,10 @@ What it does, per run (each run is a fresh app, so a fresh conversation):
   microphone with paplay, releases the key `--hold` seconds after paplay returns (0: with the
   last word), and records the speaker's monitor with parec the whole time;
 - finds the first reply sound on that recording: release → first sound per turn; the app's
-  own figures (from `s2s-desktop status`) and the history's transcript and reply beside it.
+  own figures (from `s2s-desktop status`) and the history's transcript and reply beside it;
+- with `--keep DIR`: each turn's recording of the speaker from the release on
+  (`runR-turnN.wav`, to listen to or transcribe) and a screenshot of the screen after the
+  run's last turn (`runR.png`).
 
 Prints JSON: `release_to_first_sound_ms` {"median","min","max"} over every turn,
 `by_turn` (turn, release_to_first_sound_ms, app_release_to_first_audio_ms, transcript,
@@ -42,6 +45,7 @@ from s2s_desktop.audio.files import write_wav  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT, spoken  # noqa: E402
 from s2s_desktop.commands.bench_measures import TURN_GROUPS, stats  # noqa: E402
 from tests.helpers.desktop_env import (  # noqa: E402
+    RATE,
     MonitorRecorder,
     missing,
     onset,
@@ -109,8 +113,17 @@ def xdotool(env: dict, *args: str) -> None:
     subprocess.run(["xdotool", *args], env=env, check=True, timeout=10)
 
 
-def ask(app: App, env: dict, recorder: MonitorRecorder, wav: Path, hold_s: float) -> dict:
-    """One spoken question, the key up with its last word; what was heard back, and when."""
+def screenshot(env: dict, path: Path) -> None:
+    """The whole X screen, as the user would see it, through Qt (no ImageMagick needed)."""
+    code = ("import sys; from PySide6.QtGui import QGuiApplication; a = QGuiApplication([]); "
+            "QGuiApplication.primaryScreen().grabWindow(0).save(sys.argv[1])")
+    subprocess.run([sys.executable, "-c", code, str(path)], env=env, check=True, timeout=30)
+
+
+def ask(app: App, env: dict, recorder: MonitorRecorder, wav: Path, hold_s: float,
+        keep: Path | None = None) -> dict:
+    """One spoken question, the key up with its last word; what was heard back, and when
+    (and, with `keep`, the speaker's recording from the release on, as a WAV there)."""
     xdotool(env, "keydown", COMBO)
     app.wait(lambda s: s["state"] == "listening", timeout_s=15)
     subprocess.run(["paplay", "--device=micsrc", str(wav)], env=env, check=True, timeout=60)
@@ -123,6 +136,8 @@ def ask(app: App, env: dict, recorder: MonitorRecorder, wav: Path, hold_s: float
     time.sleep(0.3)  # the last samples reach the monitor
     times, pcm = recorder.samples(released, time.monotonic())
     first = onset(times, pcm)
+    if keep is not None:
+        write_wav(keep, pcm, RATE)
     turn = done["turn"]
     app_ms = None
     if turn.get("first_audio_at") and turn.get("released_at"):
@@ -135,7 +150,8 @@ def ask(app: App, env: dict, recorder: MonitorRecorder, wav: Path, hold_s: float
     }
 
 
-def one_run(questions: list[tuple[str, Path]], hold_s: float, profile: str) -> list[dict]:
+def one_run(questions: list[tuple[str, Path]], hold_s: float, profile: str,
+            keep: Path | None = None, run: int = 1) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="s2s-real-loop-") as tmp:
         root = Path(tmp)
         with xvfb() as display, pulseaudio(root / "pulse") as pulse_env:
@@ -152,11 +168,14 @@ def one_run(questions: list[tuple[str, Path]], hold_s: float, profile: str) -> l
                          timeout_s=300, interval=0.5)
                 turns = []
                 for n, (text, wav) in enumerate(questions, start=1):
-                    row = ask(app, env, recorder, wav, hold_s)
+                    row = ask(app, env, recorder, wav, hold_s,
+                              keep / f"run{run}-turn{n}.wav" if keep else None)
                     turns.append({"turn": n, "question": text, **row})
                     print(f"[real-loop] turn {n}: {row['release_to_first_sound_ms']} ms",
                           file=sys.stderr)
                     time.sleep(BETWEEN_TURNS_S)
+                if keep:
+                    screenshot(env, keep / f"run{run}.png")
                 history = root / "s2s_data_dir" / "history.jsonl"
                 lines = history.read_text().splitlines() if history.exists() else []
                 saved = []
@@ -216,6 +235,7 @@ def main() -> int:
     parser.add_argument("--hold", type=float, default=0.0,
                         help="seconds the key stays down after the last word")
     parser.add_argument("--profile", default="", help="a model profile (default: plain start)")
+    parser.add_argument("--keep", type=Path, help="keep each reply's recording and a screenshot here")
     args = parser.parse_args()
     tool = missing("Xvfb", "xdotool", "pulseaudio", "pactl", "paplay", "parec", "espeak-ng")
     if tool:
@@ -229,7 +249,10 @@ def main() -> int:
             wav = folder / f"q{i}.wav"
             write_wav(wav, spoken(folder, f"raw{i}", text), 16000)  # trailing silence trimmed
             questions.append((text, wav))
-        runs = [one_run(questions, args.hold, args.profile) for _ in range(max(1, args.runs))]
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        runs = [one_run(questions, args.hold, args.profile, args.keep, r)
+                for r in range(1, max(1, args.runs) + 1)]
     print(json.dumps(report(runs, args.hold, args.profile), indent=2))
     return 0
 
