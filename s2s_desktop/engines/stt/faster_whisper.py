@@ -39,10 +39,8 @@ MIN_WINDOW_FRAMES = 1000  # 10 s: measured best (docs/performance.md); far less 
 FULL_FRAMES = 3000  # Whisper's own 30 s window
 WINDOW_SAMPLES = 30 * SAMPLE_RATE
 # Whisper's log-mel floor (the padding's value) is the clip's loudest bin - 8, scaled; the
-# padding's encoder states are kept per level rounded to this step (speech at a usual level:
-# -0.75, the level warm-up encodes)
+# padding's encoder states are kept per level rounded to this step
 PAD_LEVEL_STEP = 0.25
-USUAL_PAD_LEVEL = -0.75
 
 
 def encoder_frames(n_samples: int) -> int:
@@ -214,18 +212,19 @@ class FasterWhisperSTT(STTEngine):
         )
 
     def warmup(self) -> None:
-        # One encoder pass and a few decoder steps ready the kernels; a full decode with
-        # temperature fallback on noise would only waste start-up time.
+        # One encoder pass and a few decoder steps, on the path `transcribe` takes, ready the
+        # kernels; a full decode with temperature fallback would only waste start-up time.
         if self.model is None:
             self.load()
-        noise = np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
+        # as loud as speech, so its padding is at the usual level (-0.75): the one level whose
+        # encoder states are encoded here, once, before the first question
+        noise = 0.5 * np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
         lang = self._language(None)
         try:
-            if self.settings.short_window and split_device(self.device)[0] == "cpu":
-                self._padding_states(USUAL_PAD_LEVEL, MIN_WINDOW_FRAMES)
-                self._generate(noise * 1e-3, lang, MIN_WINDOW_FRAMES, 4)
+            if self.settings.short_window:
+                self._generate(noise, lang, MIN_WINDOW_FRAMES, 4)
             else:
-                self._decode(noise * 1e-3, lang, max_new_tokens=4, temperature=0.0)
+                self._decode(noise, lang, max_new_tokens=4, temperature=0.0)
         except RuntimeError as exc:  # seen on CUDA 13: "Library libcublas.so.12 is not found"
             unavailable = self._cuda_unavailable(exc)
             if unavailable:
