@@ -10,13 +10,13 @@ import re
 import numpy as np
 import pytest
 
+from s2s_desktop.audio.silence import trim_trailing_silence
 from s2s_desktop.audio.speaker import SpeakerSink
 from s2s_desktop.commands import bench
 from s2s_desktop.commands.bench_measures import (
     by_group,
     ideal_ms,
     longest_gap_ms,
-    trim_trailing_silence,
     wer,
 )
 from tests.helpers import scripted_engines as scripted

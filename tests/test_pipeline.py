@@ -40,6 +40,27 @@ def test_first_audio_comes_before_the_llm_finishes(session_factory):
     assert t["release_to_first_audio"] < t["llm_total"], t
 
 
+def test_the_reply_starts_at_its_first_sound_not_the_voices_lead_in(session_factory, monkeypatch):
+    lead = np.zeros(int(0.25 * scripted.ToneTTS.sample_rate), np.float32)
+    plain = scripted.ToneTTS.synthesize
+
+    def with_lead_in(self, text, stop=None):  # a voice that starts each sentence quietly
+        for i, pcm in enumerate(plain(self, text, stop)):
+            yield np.concatenate([lead, pcm]) if i == 0 else pcm
+
+    monkeypatch.setattr(scripted.ToneTTS, "synthesize", with_lead_in)
+    session = session_factory(reply="Paris is the capital. It is lovely.")
+    pcm = session.turn(VOICE)["pcm"]
+    rate = scripted.ToneTTS.sample_rate
+    first_sound = int(np.argmax(np.abs(pcm) > 0.01))
+    assert first_sound <= 0.012 * rate, f"{first_sound / rate * 1000:.0f} ms of silence first"
+    assert abs(pcm[0]) < 1e-3  # faded in, no click
+    # the second sentence keeps its lead-in: the pause between sentences is the voice's own
+    tone = int(0.05 * rate)
+    second = first_sound + 4 * tone  # "Paris is the capital." is four tone chunks
+    assert float(np.abs(pcm[second: second + len(lead)]).max()) == 0.0
+
+
 def test_silence_ends_the_turn_without_calling_the_llm(session_factory):
     session = session_factory()
     rec = session.turn(np.zeros(16000, np.float32))

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from s2s_desktop.audio.files import read_audio
-from s2s_desktop.commands.bench_measures import trim_trailing_silence, words
+from s2s_desktop.audio.silence import trim_trailing_silence
+from s2s_desktop.commands.bench_measures import words
 from s2s_desktop.config import Settings
 from s2s_desktop.engines.registry import engine_class
 from s2s_desktop.pipeline.events import PipelineEvents

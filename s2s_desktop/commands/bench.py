@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..audio.files import read_audio
+from ..audio.silence import trim_trailing_silence
 from ..audio.sink import CaptureSink
 from ..config import Settings, cache_dir
 from ..engines.vad.trim import trim
@@ -38,7 +39,6 @@ from .bench_measures import (
     ideal_ms,
     longest_gap_ms,
     stats,
-    trim_trailing_silence,
     wer,
 )
 from .bench_report import format_table, plot_timeline

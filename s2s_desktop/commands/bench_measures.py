@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import statistics
 
-import numpy as np
-
 # Spans of one turn that run one after the other between key release and first audio (the
 # VAD pass, the STT left, the LLM up to its first speakable piece, TTS of that piece): their
 # sum is what the turn could not have avoided, so it is never more than the streamed figure.
@@ -83,15 +81,3 @@ def by_group(rows: list[dict], key: str) -> dict[str, dict]:
         if values or name != "9+":
             out[name] = stats(values)
     return out
-
-
-def trim_trailing_silence(audio: np.ndarray, rate: int, floor: float = 0.01) -> np.ndarray:
-    """The recording up to the end of its last word: 10 ms frames quieter than `floor` RMS at
-    the end are cut (a person lets go of the key with the last word)."""
-    frame = rate // 100
-    n = len(audio) // frame
-    if n == 0:
-        return audio
-    rms = np.sqrt((audio[: n * frame].reshape(n, frame) ** 2).mean(axis=1))
-    loud = np.flatnonzero(rms > floor)
-    return audio[: (int(loud[-1]) + 1) * frame] if loud.size else audio[:0]

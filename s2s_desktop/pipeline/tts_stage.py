@@ -1,7 +1,9 @@
-"""TTS stage: each Sentence → SpeechChunks as the engine makes them."""
+"""TTS stage: each Sentence → SpeechChunks as the engine makes them. The reply's first chunk
+starts at its first sound: the voice's own lead-in silence would be heard as latency."""
 
 from __future__ import annotations
 
+from ..audio.silence import trim_leading_silence
 from .cores import CoreShare
 from .messages import ReplyDone, Sentence, SpeechChunk
 from .stage import EngineStage
@@ -43,6 +45,7 @@ class TTSStage(EngineStage):
             if pcm is None or len(pcm) == 0:
                 continue
             if msg.index == 0 and first:
+                pcm = trim_leading_silence(pcm, self.engine.sample_rate)
                 self.book.mark(msg.turn, "tts_first_chunk")
                 self.clock.first_audio_gate(msg.turn).set()
             yield SpeechChunk(msg.turn, pcm=pcm, sample_rate=self.engine.sample_rate,
