@@ -105,6 +105,7 @@ class AppController(QObject):
             return  # a recording started from the tray or CLI ends the same way
         self._release_at = self._now(at)
         self._grace.start(max(0, self.settings.hotkey.release_grace_ms))
+        self.pipeline.key_up(self.current_turn)  # STT need not wait out the grace
 
     def button_pressed(self) -> None:
         """The floating window's Talk button: held like the hotkey in hold mode."""

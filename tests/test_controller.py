@@ -53,6 +53,7 @@ class FakePipeline:
         self.fed: dict[int, list] = {}
         self.interrupts = 0
         self.interrupt_reasons: list[str] = []
+        self.key_ups: list[int] = []
         self.turn = 0
 
     def begin_turn(self, source=""):
@@ -63,6 +64,9 @@ class FakePipeline:
 
     def feed(self, turn, pcm):
         self.fed.setdefault(turn, []).append(pcm)
+
+    def key_up(self, turn):
+        self.key_ups.append(turn)
 
     def end_turn(self, turn, released_at=None):
         self.submitted.append(
@@ -149,6 +153,7 @@ def test_hold_press_release_submits_one_turn_with_the_release_time(qtbot, rig):
     released = time.monotonic()
     c.hotkey_released(at=released)
     assert c.state == "listening"  # the release grace has not run out yet
+    assert pipe.key_ups == [1]  # ...but the speech so far is on its way to STT already
     qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
     assert len(pipe.submitted) == 1
     assert pipe.submitted[0]["released_at"] == pytest.approx(released)

@@ -210,6 +210,24 @@ def test_live_turn_speaking_until_release_transcribes_the_final(session_factory)
     assert rec.stt_reused_partial is False
 
 
+def test_key_up_transcribes_at_once_so_the_release_grace_is_not_waited_for(session_factory):
+    session = session_factory(heard="Up with the last word.")
+    pipe = session.pipeline
+    turn = _hold(pipe, VOICE)  # speech right up to the key going up
+    calls = len(pipe.stt.engine.calls)
+    pipe.key_up(turn)
+    deadline = time.monotonic() + 5
+    while len(pipe.stt.engine.calls) == calls and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert len(pipe.stt.engine.calls) == calls + 1  # before the release is final
+    time.sleep(0.05)  # the release grace (hotkey.release_grace_ms)
+    pipe.end_turn(turn)
+    rec = session.wait(turn, 10)
+    assert rec.transcript == "Up with the last word."
+    assert rec.stt_reused_partial is True
+    assert len(pipe.stt.engine.calls) == calls + 1  # nothing left when the release is final
+
+
 def test_live_turn_with_stt_live_off_transcribes_once(session_factory):
     session = session_factory()
     session.pipeline.settings.stt.live = False

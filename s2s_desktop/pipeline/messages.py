@@ -33,6 +33,12 @@ class AudioChunk(Message):
 
 
 @dataclass
+class KeyUp(Message):
+    """Live: the key went up, but the release is only final after the release grace (X11
+    auto-repeat sends up/down pairs). The speech so far is most likely the whole question."""
+
+
+@dataclass
 class ListenEnd(Message):
     """Live: the key was released (`created` is the release); the recording is complete."""
 

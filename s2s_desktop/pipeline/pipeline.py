@@ -23,6 +23,7 @@ from .llm_stage import LLMStage
 from .messages import (
     STOP,
     AudioChunk,
+    KeyUp,
     ListenEnd,
     Prime,
     Reload,
@@ -199,6 +200,12 @@ class Pipeline:
     def feed(self, turn: int, pcm: np.ndarray) -> None:
         if not self.clock.is_stale(turn):
             self.vad.inbox.put(AudioChunk(turn, pcm=pcm))
+
+    def key_up(self, turn: int) -> None:
+        """The key went up and may still come back down (the release grace): transcribe the
+        speech so far now, so the release grace is not waited for when it ends the turn."""
+        if not self.clock.is_stale(turn):
+            self.vad.inbox.put(KeyUp(turn))
 
     def end_turn(self, turn: int, released_at: float | None = None) -> None:
         """The key was released: what was fed is the whole recording."""

@@ -2,7 +2,9 @@
 
 Live turns arrive as AudioChunks while the key is held: every LIVE_STEP_S of new audio the
 VAD re-reads the recording and, when the speech heard so far changed, sends it on as a
-Partial so STT can transcribe in the background. At release only the final check is left.
+Partial so STT can transcribe in the background. When the key goes up (KeyUp, before the
+release grace has made it final) the speech so far goes on at once: it is most likely the
+whole question, and STT need not wait out the grace. At release only the final check is left.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import numpy as np
 from ..engines.base import SAMPLE_RATE
 from ..engines.vad.trim import padded_regions
 from ..states import TurnReason
-from .messages import AudioChunk, ListenEnd, Partial, TurnEnded, Utterance
+from .messages import AudioChunk, KeyUp, ListenEnd, Partial, TurnEnded, Utterance
 from .stage import EngineStage
 
 LIVE_STEP_S = 0.25  # how often the VAD re-reads the growing recording
@@ -51,6 +53,10 @@ class VADStage(EngineStage):
     def process(self, msg):
         if isinstance(msg, AudioChunk):
             yield from self._listen(msg)
+        elif isinstance(msg, KeyUp):
+            rec = self._live.get(msg.turn)
+            if rec is not None and self.settings.stt.live:
+                yield from self._partial(msg.turn, rec, now=True)
         elif isinstance(msg, ListenEnd):
             rec = self._live.pop(msg.turn, None) or _Recording()
             # older live turns can no longer finish: forget them
@@ -66,17 +72,20 @@ class VADStage(EngineStage):
         rec.samples += len(rec.parts[-1])
         if not self.settings.stt.live or rec.samples - rec.checked_at < LIVE_STEP_S * SAMPLE_RATE:
             return
+        yield from self._partial(msg.turn, rec)
+
+    def _partial(self, turn: int, rec: _Recording, now: bool = False):
         rec.checked_at = rec.samples
         audio = rec.audio()
         regions = self._regions(audio)
         paused = bool(regions) and regions[-1][1] < len(audio)  # quiet for a pad's length
         due = rec.samples - rec.sent_at >= PARTIAL_EVERY_S * SAMPLE_RATE
         # while speech goes on, partials now and then (for the live text); once it pauses,
-        # at once: that one is likely to be the whole question
-        if regions and regions != rec.sent_regions and (paused or due):
+        # or the key goes up, at once: that one is likely to be the whole question
+        if regions and regions != rec.sent_regions and (paused or due or now):
             rec.sent_regions, rec.sent_at = regions, rec.samples
             yield Partial(
-                msg.turn, audio=_speech(audio, regions), regions=regions, covered=len(audio)
+                turn, audio=_speech(audio, regions), regions=regions, covered=len(audio)
             )
 
     def _final(self, turn: int, audio: np.ndarray, released: float, source: str = ""):
