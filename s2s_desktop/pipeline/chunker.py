@@ -1,7 +1,7 @@
 """Text deltas → speakable pieces, as early as they can sound natural.
 
 The first piece goes out at the first sentence end, or at a clause boundary once it has a
-few words, or before a joining word ("because", "when", "in", …) once it has a few more, so
+few words, or before a joining word ("because", "when", "by", …) once it has a few more, so
 TTS can start while the LLM writes: the first piece's synthesis is what the user waits for. Later pieces break at sentence ends (or at
 clauses when a sentence runs long). Abbreviations ("Dr.", "e.g."), initials and decimals do
 not split. Code blocks are dropped; markdown, emoji, HTML and URLs are made speakable.
@@ -20,15 +20,10 @@ ABBREVIATIONS = {
 FIRST_CLAUSE_MIN_WORDS = 4  # "Yes, " alone sounds clipped; wait for a real clause
 FIRST_JOIN_MIN_WORDS = 5  # a first piece may end before a joining word after this many
 LONG_SENTENCE_WORDS = 24  # past this, later pieces may break at a clause too
-# words that open a new phrase, so a pause before them sounds natural: conjunctions, and
-# prepositions that start a phrase of their own ("ended | in 1945"); not "of", "to", "than",
-# "as", "like", which bind to the word before ("capital of", "due to")
+# words that open a new phrase, so a pause before them sounds natural
 JOINING_WORDS = {
     "and", "but", "so", "because", "which", "who", "where", "when", "while", "whereas",
     "although", "though", "since", "unless", "until", "by", "if", "then",
-    "in", "on", "at", "from", "with", "for", "about", "into", "during", "after", "before",
-    "through", "between", "over", "under", "around", "across", "near", "without", "within",
-    "against", "along", "behind", "beyond", "toward", "towards",
 }
 
 _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]»”’]*(?=\s)")
