@@ -66,12 +66,26 @@ def test_combo_tracker_reports_the_whole_combo_once():
     t = ComboTracker(parse_combo("ctrl+alt+space"))
     assert not t.press("ctrl") and not t.press("alt")
     assert t.press("space")
-    assert not t.press("space")  # auto-repeat while held
-    assert not t.release("shift")
-    assert t.release("alt")
-    assert not t.release("space")
+    assert not t.press("space")  # auto-repeat while held (Windows, macOS: presses only)
+    assert not t.release("shift", 1.0)
+    assert t.release("alt", 2.0)
+    assert t.take_release() == 2.0  # reported with the time it went up
+    assert not t.release("space", 2.1)
+    assert t.take_release() is None
     assert not t.press("space")  # alt is up: not the combo
     assert t.press("alt")
+
+
+def test_x11_auto_repeat_release_and_press_pairs_are_not_a_release():
+    t = ComboTracker(parse_combo("ctrl+alt+space"))
+    for key in ("ctrl", "alt", "space"):
+        t.press(key)
+    for n in range(5):  # X11 repeats a held key as release + press at the same instant
+        assert t.release("space", 1.0 + n)
+        assert not t.press("space")  # not a new press either
+        assert t.take_release() is None
+    assert t.release("space", 9.0)  # the real release: no press follows
+    assert t.take_release() == 9.0
 
 
 def test_the_helper_says_why_without_a_display():

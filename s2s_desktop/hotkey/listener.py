@@ -3,7 +3,8 @@
 It watches the keyboard with pynput and prints one line per event on stdout:
     ready ctrl+alt+space      listening
     press 12345.678           the whole combo is down (time.monotonic() of the event)
-    release 12345.912         a key of the combo went up
+    release 12345.912         a key of the combo went up (when it did; told REPEAT_S later,
+                              unless it was X11 auto-repeat, whose press follows at once)
     error <message>           it cannot listen (then it exits with status 2)
 It exits when its stdin closes, so it never outlives the app. Running apart from the Qt
 process keeps a misbehaving keyboard hook (a known crash on macOS) from taking the app down.
@@ -37,6 +38,11 @@ def key_name(key) -> str:
     return ""
 
 
+# X11 auto-repeat sends a release and a press of a held key at the same instant; a release
+# is reported only when no press of the combo follows this soon
+REPEAT_S = 0.015
+
+
 class ComboTracker:
     """Turns single key events into combo press / release (pure logic, tested alone)."""
 
@@ -44,24 +50,34 @@ class ComboTracker:
         self.combo = combo
         self.down: set[str] = set()
         self.active = False
+        self.pending: float | None = None  # when the combo went up, until reported
 
     def press(self, name: str) -> bool:
-        """True when this key completes the combo."""
+        """True when this key completes the combo (a new press to report)."""
         if not name:
             return False
         self.down.add(name)
+        if self.pending is not None and self.combo <= self.down:
+            self.pending, self.active = None, True  # auto-repeat: the combo never went up
+            return False
         if not self.active and self.combo <= self.down:
             self.active = True
             return True
         return False
 
-    def release(self, name: str) -> bool:
-        """True when this key ends an active combo."""
+    def release(self, name: str, at: float) -> bool:
+        """True when this key ends an active combo: its release is pending until
+        `take_release()`, REPEAT_S later, unless a press of the combo undoes it."""
         self.down.discard(name)
         if self.active and name in self.combo:
-            self.active = False
+            self.active, self.pending = False, at
             return True
         return False
+
+    def take_release(self) -> float | None:
+        """The time of the combo's release to report, or None (none, or it was auto-repeat)."""
+        at, self.pending = self.pending, None
+        return at
 
 
 def _emit(line: str) -> None:
@@ -111,10 +127,16 @@ def main(argv: list[str] | None = None) -> int:
             if tracker.press(key_name(key)):
                 _emit(f"press {time.monotonic():.4f}")
 
+    def report_release():
+        with lock:
+            at = tracker.take_release()
+            if at is not None:
+                _emit(f"release {at:.4f}")
+
     def on_release(key, injected=False):
         with lock:
-            if tracker.release(key_name(key)):
-                _emit(f"release {time.monotonic():.4f}")
+            if tracker.release(key_name(key), time.monotonic()):
+                threading.Timer(REPEAT_S, report_release).start()
 
     threading.Thread(target=_watch_stdin, daemon=True, name="stdin-watch").start()
     try:
