@@ -30,8 +30,9 @@ def test_first_clause_goes_out_early_but_not_after_one_word():
 
 
 def test_abbreviations_initials_and_decimals_do_not_split():
-    pieces = chunk("Dr. Smith met J. R. Tolkien at 3.14 p.m. on Monday. Then e.g. tea was served.")
-    assert pieces == ["Dr. Smith met J. R. Tolkien at 3.14 p.m. on Monday.",
+    pieces = chunk("Yes. Dr. Smith met J. R. Tolkien at 3.14 p.m. on Monday. Then e.g. tea was "
+                   "served.")
+    assert pieces == ["Yes.", "Dr. Smith met J. R. Tolkien at 3.14 p.m. on Monday.",
                       "Then e.g. tea was served."]
 
 
@@ -62,6 +63,15 @@ def test_a_long_sentence_is_cut_at_a_clause():
 def test_a_long_first_sentence_goes_out_before_a_joining_word():
     pieces = chunk("A refrigerator keeps food cold by pumping heat out of the box. It hums.")
     assert pieces == ["A refrigerator keeps food cold", "by pumping heat out of the box.", "It hums."]
+    # a preposition, once a long tail follows it
+    assert chunk("The opposite is a term used in the context of physics to describe mass.") == [
+        "The opposite is a term used", "in the context of physics to describe mass."]
+    # ...not before a short tail, nor one bound to the word before
+    for whole in ("Boil is a process where water turns into steam.",
+                  "The Second World War ended in 1945.",
+                  "The capital city of the country France is Paris.",
+                  "The game was stopped on the day due to heavy rain."):
+        assert chunk(whole) == [whole]
     # a joining word too early, or in a later sentence, does not cut
     assert chunk("Rain falls when clouds get heavy with water.") == [
         "Rain falls when clouds get heavy with water."]

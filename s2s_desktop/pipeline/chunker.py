@@ -1,10 +1,12 @@
 """Text deltas → speakable pieces, as early as they can sound natural.
 
 The first piece goes out at the first sentence end, or at a clause boundary once it has a
-few words, or before a joining word ("because", "when", "by", …) once it has a few more, so
-TTS can start while the LLM writes: the first piece's synthesis is what the user waits for. Later pieces break at sentence ends (or at
-clauses when a sentence runs long). Abbreviations ("Dr.", "e.g."), initials and decimals do
-not split. Code blocks are dropped; markdown, emoji, HTML and URLs are made speakable.
+few words, or before a joining word ("because", "when", "by", …) once it has a few more, or
+before a preposition ("in", "from", …) once a long tail follows it, so TTS can start while
+the LLM writes: the first piece's synthesis is what the user waits for. Later pieces break at
+sentence ends (or at clauses when a sentence runs long). Abbreviations ("Dr.", "e.g."),
+initials and decimals do not split. Code blocks are dropped; markdown, emoji, HTML and URLs
+are made speakable.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ JOINING_WORDS = {
     "and", "but", "so", "because", "which", "who", "where", "when", "while", "whereas",
     "although", "though", "since", "unless", "until", "by", "if", "then",
 }
+# prepositions that open a phrase of their own ("a term used | in the context of physics");
+# not "of", "to", "than", "as", "like", which bind to the word before ("capital of")
+PHRASE_WORDS = {
+    "in", "on", "at", "from", "with", "for", "about", "into", "during", "after", "before",
+    "through", "between", "over", "under", "around", "across", "within", "without",
+}
+# a first piece ends before one of PHRASE_WORDS only once this many words follow it in the
+# same sentence: a short tail ("turns | into steam.") is heard as a broken sentence, for little
+PHRASE_TAIL_WORDS = 4
 
 _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]»”’]*(?=\s)")
 _CLAUSE_END = re.compile(r"[,;:—–](?=\s)")
@@ -156,8 +167,12 @@ class SentenceChunker:
             for m in _JOINING_WORD.finditer(text):
                 if best >= 0 and m.start() >= best:
                     break
-                if (m.group(1).lower() in JOINING_WORDS
-                        and len(text[: m.start()].split()) >= FIRST_JOIN_MIN_WORDS):
+                if len(text[: m.start()].split()) < FIRST_JOIN_MIN_WORDS:
+                    continue
+                word = m.group(1).lower()
+                if word in JOINING_WORDS or (
+                        word in PHRASE_WORDS and best < 0
+                        and len(text[m.start():].split()) > PHRASE_TAIL_WORDS):
                     return m.start()
         return best
 
