@@ -39,8 +39,9 @@ def key_name(key) -> str:
 
 
 # X11 auto-repeat sends a release and a press of a held key at the same instant; a release
-# is reported only when no press of the combo follows this soon
-REPEAT_S = 0.015
+# is reported only when no press of the combo follows this soon (one that comes later still
+# falls inside the app's hotkey.release_grace_ms: it costs a spare transcription, no words)
+REPEAT_S = 0.005
 
 
 class ComboTracker:
