@@ -103,6 +103,30 @@ def test_llama_cpp_answers_paris_in_several_deltas(llama):
     assert llama.last_stats["finish"] == "stop"
 
 
+@pytest.mark.required("llama_cpp")
+@pytest.mark.parametrize("amx", [True, False])
+def test_llama_cpp_keeps_weights_out_of_amx_buffers_where_the_build_uses_amx(
+        llama, monkeypatch, amx):
+    """llama.cpp's AMX matmul segfaults on the first answer on some Sapphire Rapids CPUs
+    (this project's test machines among them): where the build uses AMX, weights load into
+    plain CPU buffers; elsewhere llama.cpp keeps its faster repacked ones."""
+    import llama_cpp
+
+    from s2s_desktop.engines.llm.llama_cpp import LlamaCppLLM
+
+    info = b"CPU : AVX2 = 1 | " + (b"AMX_INT8 = 1 | " if amx else b"") + b"REPACK = 1 | "
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: info)
+    engine = LlamaCppLLM(llama.settings, "cpu")
+    engine.load()
+    try:
+        assert engine.llm.model_params.use_extra_bufts is (not amx)
+        if amx or b"AMX_INT8 = 1" not in llama_cpp.llama_cpp.llama_print_system_info():
+            _, reply = ask(engine, build_messages(SYSTEM, [], "What is the capital of France?", 8))
+            assert "Paris" in reply
+    finally:
+        engine.unload()
+
+
 def test_llama_cpp_remembers_the_previous_turn(llama):
     # SmolLM2-135M does not reliably keep a user's name ("My name is Anna." → "I'm Anna, ...",
     # then "I'm Emily"), but greedy it reliably resolves "that country" from the turn before.

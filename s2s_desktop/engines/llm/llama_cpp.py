@@ -234,11 +234,30 @@ def _too_long(exc: Exception) -> S2SError:
     )
 
 
+def has_amx(llama_cpp) -> bool:
+    """True when this llama.cpp build uses Intel AMX (Sapphire Rapids and later Xeons)."""
+    return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
+
+
 def _counting_llama(llama_cpp):
-    """llama_cpp.Llama that counts the tokens it evaluates (prompt and generated)."""
+    """llama_cpp.Llama that counts the tokens it evaluates (prompt and generated). Where the
+    build uses AMX, weights stay in plain CPU buffers: llama.cpp's AMX matmul crashes the
+    first answer on some of those CPUs (ggml-org/llama.cpp#20824, seen on this project's
+    test machines: a segfault in ggml_backend_amx_mul_mat)."""
+    plain_buffers = has_amx(llama_cpp)
 
     class CountingLlama(llama_cpp.Llama):
         evaluated = 0
+
+        @property
+        def model_params(self):
+            return self._model_params
+
+        @model_params.setter
+        def model_params(self, params):  # Llama.__init__ sets it before loading the model
+            if plain_buffers:
+                params.use_extra_bufts = False
+            self._model_params = params
 
         def eval(self, tokens):
             self.evaluated += len(tokens)
