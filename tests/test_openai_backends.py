@@ -47,7 +47,8 @@ def free_port() -> int:
 
 
 class LlamaServer:
-    """`python -m llama_cpp.server` on 127.0.0.1, started and stopped by the tests."""
+    """`python -m llama_cpp.server` on 127.0.0.1 (through helpers/llama_server.py), started
+    and stopped by the tests."""
 
     def __init__(self, model: Path, port: int, log_path: Path):
         self.model, self.port, self.log_path = model, port, log_path
@@ -59,8 +60,7 @@ class LlamaServer:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "llama_cpp.server",
+                str(Path(__file__).parent / "helpers" / "llama_server.py"),
                 "--model",
                 str(self.model),
                 "--host",
