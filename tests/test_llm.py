@@ -214,6 +214,29 @@ def test_llama_cpp_reply_is_the_same_on_an_evaluated_ahead_prefix(llama):
     assert llama.last_stats["prompt_tokens_evaluated"] < cold_evaluated // 4
 
 
+def test_llama_cpp_question_started_ahead_leaves_only_its_end_at_release(llama):
+    """While the key is held the live transcript's settled words are evaluated ahead: at
+    release only the rest of the question is, and the reply is the one a cold prompt gets."""
+    history = [(TALK[0], "Madrid is the capital of Spain.")]
+    question = "How many days are there in a leap year?"
+    messages = build_messages(SYSTEM, history, question, 8)
+    llama.llm.reset()
+    llama.prime(prefix_messages(SYSTEM, history), lambda: False)
+    _, cold = ask(llama, messages)
+    cold_evaluated = llama.last_stats["prompt_tokens_evaluated"]
+    llama.llm.reset()
+    llama.prime(prefix_messages(SYSTEM, history), lambda: False)
+    assert llama.prime(prefix_messages(SYSTEM, history), lambda: False,
+                       question="How many days are there in a") >= 7
+    _, warm = ask(llama, messages)
+    assert warm == cold and warm.strip()
+    assert llama.last_stats["prompt_tokens_evaluated"] <= cold_evaluated - 7
+    # a live transcript the final one does not start with costs its tokens, not the reply
+    llama.prime(prefix_messages(SYSTEM, history), lambda: False, question="How mini dais")
+    _, again = ask(llama, messages)
+    assert again == cold
+
+
 def test_llama_cpp_prime_gives_up_when_told(llama):
     from s2s_desktop.engines.llm.llama_cpp import PRIME_BATCH
 

@@ -228,6 +228,19 @@ def test_key_up_transcribes_at_once_so_the_release_grace_is_not_waited_for(sessi
     assert len(pipe.stt.engine.calls) == calls + 1  # nothing left when the release is final
 
 
+def test_the_question_so_far_is_evaluated_ahead_while_the_key_is_held(session_factory):
+    """Partials' settled words (all but the last) reach the LLM while the user still speaks,
+    so at release it evaluates only the end of the question."""
+    session = session_factory(heard="What is the capital of France?")
+    pipe = session.pipeline
+    turn = _hold(pipe, np.concatenate([VOICE, VOICE]))  # 2 s of speech, key down throughout
+    pipe.llm.wait_idle()
+    assert "What is the capital of" in pipe.llm.engine.primed  # before the release
+    pipe.end_turn(turn)
+    rec = session.wait(turn, 10)
+    assert rec.transcript == "What is the capital of France?" and rec.reply
+
+
 def test_live_turn_with_stt_live_off_transcribes_once(session_factory):
     session = session_factory()
     session.pipeline.settings.stt.live = False

@@ -169,10 +169,12 @@ class LLMEngine(Engine):
         `last_stats["prompt_tokens_evaluated"]`: prompt tokens it had to evaluate (not cached)."""
         raise NotImplementedError
 
-    def prime(self, messages: list[dict], should_stop: Callable[[], bool]) -> int:
+    def prime(self, messages: list[dict], should_stop: Callable[[], bool],
+              question: str = "") -> int:
         """Between turns: evaluate the next prompt's known start (`messages`: the system prompt
-        and history; the question is not known yet) into the prompt cache, giving up soon after
-        `should_stop()` turns true. Returns the tokens evaluated; 0 where there is no cache."""
+        and history; `question`: the next question's first words, while it is still spoken)
+        into the prompt cache, giving up soon after `should_stop()` turns true. Returns the
+        tokens evaluated; 0 where there is no cache."""
         return 0
 
     def set_threads(self, threads: int) -> None:

@@ -47,16 +47,18 @@ class LLMStage(EngineStage):
         super().load_engine()
         self.prime()  # a conversation kept from before (history on disk) starts warm too
 
-    def prime(self, exchanges: list[tuple[str, str]] | None = None) -> None:
-        """Evaluate the next prompt's known start; a question (any message but another Prime)
-        in the inbox ends it early (what was evaluated stays cached), so it is not held up."""
+    def prime(self, exchanges: list[tuple[str, str]] | None = None, question: str = "") -> None:
+        """Evaluate the next prompt's known start (and the `question`'s settled words, from
+        the live transcript); a question (any message but another Prime) in the inbox ends it
+        early (what was evaluated stays cached), so it is not held up."""
         if self.engine is None:
             return
         cfg = self.section()
         if exchanges is None:
             exchanges = self.conversation.exchanges()
         history = window(exchanges, cfg.history_turns)
-        self.engine.prime(prefix_messages(cfg.system_prompt, history), self._work_waiting)
+        self.engine.prime(prefix_messages(cfg.system_prompt, history), self._work_waiting,
+                          question)
 
     def _work_waiting(self) -> bool:
         return self.inbox.waiting(lambda m: not isinstance(m, Prime))

@@ -100,7 +100,10 @@ class Reload(Message):
 @dataclass
 class Prime(Message):
     """Control: between turns, evaluate the next prompt's known part (system prompt and
-    history) so the next question starts warm. Never stale; given up when any message comes."""
+    history) so the next question starts warm; while the key is held, the question's settled
+    words too. Given up when any message comes; one with a question is dropped once stale."""
+
+    question: str = ""
 
 
 @dataclass

@@ -96,7 +96,8 @@ class EngineStage(Worker):
             self.settings = msg.settings
             self.load_engine()
         elif isinstance(msg, Prime):
-            self.prime()
+            if not (msg.question and self.clock.is_stale(msg.turn)):
+                self.prime(question=msg.question)
         elif isinstance(msg, Unload):
             self.unload_engine()
         else:
@@ -109,8 +110,9 @@ class EngineStage(Worker):
             return
         super().handle(msg)
 
-    def prime(self) -> None:
-        """Idle-time work before the next turn (the LLM evaluates its prompt prefix)."""
+    def prime(self, question: str = "") -> None:
+        """Idle-time work before the next turn (the LLM evaluates its prompt prefix, and the
+        `question` so far while the key is held)."""
 
     def needs_engine(self, msg: Message) -> bool:
         return True

@@ -1,16 +1,17 @@
 """STT stage: the trimmed recording → a Transcript (empty text ⇒ the turn ends).
 
 Live turns: Partials are transcribed in the background while the key is held (only the
-newest waiting one; older ones are skipped). At release, when the final speech regions are
-the ones the last partial already covered, its text is the transcript (the same decode of
-the same speech) and no STT work is left.
+newest waiting one; older ones are skipped), and their settled words (all but the last, which
+may still be cut mid-word) go to the LLM to evaluate ahead. At release, when the final speech
+regions are the ones the last partial already covered, its text is the transcript (the same
+decode of the same speech) and no STT work is left.
 """
 
 from __future__ import annotations
 
 from ..engines.base import SAMPLE_RATE, STTResult
 from ..states import TurnReason
-from .messages import Partial, Transcript, TurnEnded, Utterance
+from .messages import Partial, Prime, Transcript, TurnEnded, Utterance
 from .stage import EngineStage
 
 MATCH_TOLERANCE = int(0.15 * SAMPLE_RATE)  # region edges this close decode the same
@@ -26,6 +27,13 @@ def same_speech(partial: Partial, final: Utterance) -> bool:
     return final.regions[-1][1] <= partial.covered + MATCH_TOLERANCE
 
 
+def settled_words(text: str) -> str:
+    """The words of a live transcript the final one most likely starts with: all but the
+    last, which the speaker may not have finished."""
+    words = text.split()
+    return " ".join(words[:-1])
+
+
 class STTStage(EngineStage):
     name = "stt"
 
@@ -36,6 +44,9 @@ class STTStage(EngineStage):
     def _newer_waiting(self, turn: int) -> bool:
         return self.inbox.waiting(lambda m: getattr(m, "turn", None) == turn)
 
+    def _final_waiting(self, turn: int) -> bool:
+        return self.inbox.waiting(lambda m: isinstance(m, Utterance) and m.turn == turn)
+
     def process(self, msg):
         language = self.section().language or None
         if isinstance(msg, Partial):
@@ -44,6 +55,9 @@ class STTStage(EngineStage):
             result = self.engine.transcribe(msg.audio, language)
             self._partial = (msg, result)
             self.events.partial_transcript.emit(msg.turn, result.text.strip())
+            question = settled_words(result.text)
+            if question and not self._final_waiting(msg.turn):  # the key is still down
+                yield Prime(msg.turn, question=question)
             return
         assert isinstance(msg, Utterance)
         self.book.mark(msg.turn, "stt_start")

@@ -63,6 +63,11 @@ class WordByWordLLM(LLMEngine):
     def load(self):
         self.loaded = True
         self.seen: list[list[dict]] = []
+        self.primed: list[str] = []  # the question's first words of each prime ("" between turns)
+
+    def prime(self, messages, should_stop, question=""):
+        self.primed.append(question)
+        return 0
 
     def stream(self, messages, stop):
         self.seen.append(messages)

@@ -61,14 +61,16 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def prefix_ids(messages: list[dict], render: Callable[[list[dict]], str],
-               encode: Callable[[str], list[int]]) -> list[int]:
-    """Token ids of the next prompt up to where its user message starts (`render`: chat
-    messages → the prompt text, `encode`: text → ids). Only the ids a whole prompt starts
-    with too: the token at the cut may be written differently there."""
-    text = render([*messages, {"role": "user", "content": NEXT_QUESTION}])
+               encode: Callable[[str], list[int]], question: str = "") -> list[int]:
+    """Token ids of the next prompt up to where its user message starts, or up to the end of
+    the `question`'s first words when they are known (`render`: chat messages → the prompt
+    text, `encode`: text → ids). Only the ids a whole prompt starts with too: the token at the
+    cut may be written differently there."""
+    start = f"{question.strip()} " if question.strip() else ""
+    text = render([*messages, {"role": "user", "content": start + NEXT_QUESTION}])
     cut = text.rfind(NEXT_QUESTION)
     if cut < 0:
         return []
     ids = encode(text[:cut])
-    full = encode(render([*messages, {"role": "user", "content": "Hi"}]))
+    full = encode(render([*messages, {"role": "user", "content": start + "Hi"}]))
     return ids[: common_prefix(ids, full)]

@@ -148,16 +148,17 @@ class LlamaCppLLM(LLMEngine):
         return self.llm.tokenize(text.encode("utf-8"), add_bos=not prompt.added_special,
                                  special=True)
 
-    def prefix_tokens(self, messages: list[dict]) -> list[int]:
-        """Token ids of the next prompt up to where its user message starts."""
+    def prefix_tokens(self, messages: list[dict], question: str = "") -> list[int]:
+        """Token ids of the next prompt up to where its user message starts (or up to the end
+        of the question's first words)."""
         prompt = self.formatter(messages=messages)  # how this template tokenizes (BOS or not)
         return prefix_ids(messages, lambda m: self.formatter(messages=m).prompt,
-                          lambda text: self._ids(text, prompt))
+                          lambda text: self._ids(text, prompt), question)
 
-    def prime(self, messages: list[dict], should_stop) -> int:
+    def prime(self, messages: list[dict], should_stop, question: str = "") -> int:
         if self.llm is None:
             return 0
-        ids = self.prefix_tokens(messages)
+        ids = self.prefix_tokens(messages, question)
         llm = self.llm
         keep = llm.longest_token_prefix(llm._input_ids, ids)
         if keep == len(ids) or should_stop():

@@ -153,13 +153,14 @@ class MLXLMLLM(LLMEngine):
         self._cache_ids = self._cache_ids[:keep]
         return keep
 
-    def prime(self, messages: list[dict], should_stop) -> int:
+    def prime(self, messages: list[dict], should_stop, question: str = "") -> int:
         if not self.loaded:
             return 0
         import mlx.core as mx
 
         ids = prefix_ids(messages, self._render,
-                         lambda text: self._tokenizer.encode(text, add_special_tokens=False))
+                         lambda text: self._tokenizer.encode(text, add_special_tokens=False),
+                         question)
         if self._cache_ids[: len(ids)] == ids or should_stop():
             return 0  # already cached (or a question came)
         with mlx_lock("llm"):

@@ -204,11 +204,11 @@ class TransformersLLM(LLMEngine):
         self._cache_ids = self._cache_ids[:keep]
         return keep
 
-    def prime(self, messages: list[dict], should_stop) -> int:
+    def prime(self, messages: list[dict], should_stop, question: str = "") -> int:
         torch = _torch()
         if self.model is None or not self._keeps_cache():
             return 0
-        ids = prefix_ids(messages, self._render, self._ids)
+        ids = prefix_ids(messages, self._render, self._ids, question)
         if self._cache_ids[: len(ids)] == ids or should_stop():
             return 0  # already cached (or a question came)
         keep = self._reuse(ids, leave=0)
