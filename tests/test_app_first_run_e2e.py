@@ -87,25 +87,54 @@ def desk(tmp_path_factory):
         yield root, env
 
 
-def ask_150ms_after_the_press(env, question: Path) -> tuple[float, list[str]]:
+MARK_S = 1.0  # a short tone this long before the speech tells when paplay's stream plays
+
+
+def first_sound(mouth: MonitorRecorder, since: float, timeout_s: float = 10.0) -> float | None:
+    """When the first sound after `since` was recorded, waiting up to `timeout_s` for it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        began = onset(*mouth.samples(since, time.monotonic()))
+        if began is not None:
+            return began
+        time.sleep(0.005)
+    return None
+
+
+def recording_steadily(mouth: MonitorRecorder, timeout_s: float = 10.0) -> None:
+    """Wait until parec has delivered 0.3 s: it starts in a burst, up to ~1.3 s late here,
+    and a burst's samples are stamped late."""
+    deadline = time.monotonic() + timeout_s
+    while len(mouth.chunks) < 15 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.1)
+
+
+def ask_150ms_after_the_press(env, question: Path, tmp: Path) -> tuple[float, list[str]]:
     """Hold the talk key, start speaking ~150 ms later, let go. Returns (when the speech
-    really began after the key went down, in ms; the recording streams while held)."""
+    really began after the key went down, in ms; the recording streams while held).
+
+    paplay's stream starts 0-1600 ms after it is started here, so the speech follows a 10 ms
+    tone by MARK_S: the tone, played while the microphone is still closed, is heard on the
+    recording of the microphone's sink and the key is pressed MARK_S - 0.16 s after it."""
+    import soundfile as sf
+
     from s2s_desktop.audio.files import read_audio
 
-    pcm = (np.clip(read_audio(question), -1, 1) * 32767).astype("<i2").tobytes()
+    tone = 0.05 * np.sin(2 * np.pi * 1000 * np.arange(160) / 16000)
+    cue = np.zeros(int(MARK_S * 16000))
+    cue[: tone.size] = tone
+    cued = tmp / "cued.wav"
+    sf.write(cued, np.concatenate([cue, read_audio(question)]), 16000, subtype="PCM_16")
     mouth = MonitorRecorder(env, device="micsrc.monitor")
-    # paplay starts (and connects) before the press; the speech is written 150 ms after it
-    player = subprocess.Popen(
-        ["paplay", "--raw", "--rate=16000", "--channels=1", "--format=s16le",
-         "--device=micsrc", "--latency-msec=20"],
-        env=env, stdin=subprocess.PIPE,
-    )  # fmt: skip
-    time.sleep(1.0)
+    recording_steadily(mouth)
+    asked = time.monotonic()
+    player = subprocess.Popen(["paplay", "--device=micsrc", str(cued)], env=env)
+    marked = first_sound(mouth, asked)
+    if marked is not None:
+        time.sleep(max(0.0, marked + MARK_S - 0.16 - time.monotonic()))  # 10 ms for xdotool
     pressed = time.monotonic()
     subprocess.run(["xdotool", "keydown", COMBO], env=env, check=True, timeout=10)
-    time.sleep(max(0.0, 0.15 - (time.monotonic() - pressed)))
-    player.stdin.write(pcm)
-    player.stdin.close()
     player.wait(30)
     open_during = recording_streams(env)
     times, heard = mouth.samples(pressed, time.monotonic())
@@ -138,8 +167,8 @@ def test_plain_first_start_answers_with_the_starter_set_and_the_mic_is_closed_at
         assert recording_streams(env) == [], "the microphone is open while the app is idle"
 
         question = speech("What is the capital of France?", voice="en", pad_s=0.0)
-        for _attempt in range(3):  # a busy machine can start paplay late: then ask again
-            gap_ms, open_during = ask_150ms_after_the_press(env, question)
+        for _attempt in range(3):  # a busy machine can still start it late: then ask again
+            gap_ms, open_during = ask_150ms_after_the_press(env, question, root)
             assert open_during, "no recording stream while the key was held"
             done = app.wait(
                 lambda s: s["state"] in ("idle", "error") and s["turn"].get("finished_at"), 180
