@@ -156,7 +156,7 @@ def test_plain_first_start_answers_with_the_starter_set_and_the_mic_is_closed_at
     desk, speech
 ):
     root, env = desk
-    app = RunningApp(root, env, options=())  # plain `s2s-desktop`
+    app = RunningApp(root, env, options=(), installed=True)  # plain `s2s-desktop`, as installed
     try:
         status = app.wait(
             lambda s: s["state"] in ("idle", "error") and all(s["models"].values()), 300, 0.5

@@ -27,6 +27,21 @@ import smoke_test  # noqa: E402
 BUILD_TIMEOUT_S = 15 * 60
 
 
+# ---------------------------------------------------------------- the installed package
+
+
+def test_pip_install_carries_every_package_of_the_source_tree():
+    """`pip install .` installs the packages pyproject lists, not the folders on disk: one left
+    out (s2s_desktop.assistant was) imports from a checkout and fails for every user."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts)
+               for p in (ROOT / "s2s_desktop").rglob("__init__.py")}
+    assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+
+
 # ---------------------------------------------------------------- flavours and the spec
 
 
