@@ -11,7 +11,6 @@ import json
 import sys
 import threading
 
-from .. import config
 from ..errors import S2SError
 from ..models.download import human_size
 from .progress import ProgressLine
@@ -49,10 +48,12 @@ def add_models_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _manager():
+    from ..launch import resolve_launch
     from ..models.manager import ModelManager
 
-    settings, _ = config.load()
-    return ModelManager(settings=settings)
+    # what a plain `s2s-desktop` runs: at first start the starter set stands in for the
+    # recommended models until they are downloaded, and "use" must say so
+    return ModelManager(settings=resolve_launch(None).settings)
 
 
 def _yes_no(v: bool | None) -> str:
