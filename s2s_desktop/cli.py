@@ -150,6 +150,10 @@ def _settings(args):
     return settings
 
 
+LATENCY_PARTS = (("vad", "vad"), ("stt", "stt"), ("llm first token", "llm_first_token"),
+                 ("tts first chunk", "tts_first_chunk"))
+
+
 def cmd_run(args) -> int:
     from .pipeline.runner import run_files
     from .pipeline.turns import AnsweredBy
@@ -176,9 +180,10 @@ def cmd_run(args) -> int:
         if rec["audio"]:
             print(f"  audio:     {rec['audio']} ({rec['audio_seconds']} s)")
         if t.get("release_to_first_audio") is not None:
-            print(f"  latency:   {t['release_to_first_audio']:.0f} ms to first audio "
-                  f"(vad {t['vad']:.0f}, stt {t['stt']:.0f}, llm first token "
-                  f"{t['llm_first_token']:.0f}, tts first chunk {t['tts_first_chunk']:.0f})")
+            # a typed turn has no vad/stt, a local answer no llm: say what there was
+            parts = ", ".join(f"{name} {t[key]:.0f}" for name, key in LATENCY_PARTS
+                              if t.get(key) is not None)
+            print(f"  latency:   {t['release_to_first_audio']:.0f} ms to first audio ({parts})")
         sys.stdout.flush()
 
     results = run_files(settings, args.questions, args.output_dir, on_turn=show)

@@ -50,6 +50,19 @@ def test_typed_question_is_answered_and_spoken(starter_settings, speech, starter
     assert again["answered_by"] == "local" and again["reply"] == spoken_time["reply"]
 
 
+def test_run_prints_each_turn_typed_or_spoken(speech, tmp_path):
+    """The plain (not --json) table: a typed turn has no VAD or STT figures to print."""
+    question = speech("What is the capital of France?", voice="en")
+    proc = run_cli("run", "--profile", "starter", "--input", str(question), "--text",
+                   "What did I just ask?", "-o", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("  assistant: ") == 2 and "paris" in proc.stdout.lower()
+    spoken, typed = proc.stdout.split("[turn 2]")
+    assert "ms to first audio (vad " in spoken and ", stt " in spoken
+    assert "ms to first audio (llm first token " in typed
+    assert (tmp_path / "turn-2.wav").exists()
+
+
 def test_spoken_what_time_is_it_is_answered_from_the_clock(starter_session, speech):
     """Through the real pipeline; the LLM engine is watched: it must not be called."""
     from s2s_desktop.audio.files import read_audio
