@@ -83,12 +83,28 @@ def test_a_reply_that_copies_an_earlier_one_is_ended():
     assert next(c for c in cuts if c is not None) == 0
 
 
+def test_a_short_earlier_reply_said_again_whole_is_a_copy_once_its_last_word_is_said():
+    earlier = 'The answer is: "Echoflighthouse"'
+    guard = LoopGuard(["Yes.", earlier])
+    reply = 'The answer is: "Echoflighthouse"'
+    assert all(guard.cut(reply[:i]) is None for i in range(1, len(reply)))  # still growing
+    assert guard.cut(reply) == 0  # the closing quote ends the last word
+    guard = LoopGuard([earlier])
+    unquoted = "The answer is Echoflighthouse"
+    assert all(guard.cut(unquoted[:i]) is None for i in range(1, len(unquoted) + 1))
+    assert guard.cut(unquoted, final=True) == 0  # the reply ended on that word
+
+
 def test_ordinary_replies_are_not_cut():
-    earlier = ["The capital of France is Paris.", "Yes.", "Bees make honey from nectar."]
+    earlier = ["The capital of France is Paris.", "Yes.", "Bees make honey from nectar.",
+               "The answer is 8."]
     guard = LoopGuard(earlier)
     reply = ("The capital of Germany is Berlin, and it is a big city. Yes, Berlin is also "
              "known for its museums, and the capital has many parks.")
     assert all(guard.cut(reply[:i]) is None for i in range(1, len(reply) + 1))
+    assert guard.cut(reply, final=True) is None
+    for other in ("Yes.", "The answer is 12.", "The answer is eight."):  # short, not a copy
+        assert LoopGuard(earlier).cut(other, final=True) is None
 
 
 def test_the_chunker_takes_back_what_it_has_not_said():
@@ -122,6 +138,16 @@ def test_a_reply_copying_an_earlier_one_is_asked_again_without_the_history(sessi
     assert [m["role"] for m in prompts[-1]] == ["system", "user"]  # asked again, on its own
     # the same answer on its own stands: an answer, not silence
     assert second["reason"] == "ok" and second["reply"] == first["reply"] == second["spoken"]
+
+
+def test_a_short_reply_said_again_for_a_new_question_is_asked_again_alone(session_factory):
+    session = session_factory(reply="The answer is Echoflighthouse")
+    first = session.turn(VOICE)
+    second = session.turn(VOICE)
+    prompts = session.pipeline.llm.engine.seen
+    assert [m["role"] for m in prompts[-2]] == ["system", "user", "assistant", "user"]
+    assert [m["role"] for m in prompts[-1]] == ["system", "user"]  # asked again, on its own
+    assert second["reply"] == first["reply"] == second["spoken"]
 
 
 def test_new_conversation_forgets_what_the_llm_saw(session_factory):

@@ -100,7 +100,9 @@ class LLMStage(EngineStage):
                     self.events.reply_delta.emit(msg.turn, delta)
                     for piece in chunker.feed(delta):
                         index = yield from self._sentence(msg.turn, piece, index)
-                if not (copied and len(messages) > 2):
+                else:  # the reply ended: its last word counts now
+                    copied = index == 0 and guard.cut(reply, final=True) == 0
+                if not (copied and len(messages) > 2) or stop.is_set():
                     break
                 # an earlier reply again, word for word: the history misleads this model, so
                 # the question is answered on its own (the system prompt's cache still holds);

@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 
 PHRASE_WORDS = 6  # a phrase this long said twice is a loop, not style
+# a shorter earlier reply said again whole, from the first word, is a copy too ("The answer
+# is: Echoflighthouse" for five different questions); "Yes." or "Thank you." may recur
+WHOLE_COPY_WORDS = 3
 _WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
 
 
@@ -57,23 +60,30 @@ class LoopGuard:
     Inside the reply: the second time an n-word phrase starts, the reply ends before it.
     Against earlier replies of at least n words: once half of one is said again, the reply
     ends where that repetition began (0 when the reply is a copy from its first word).
+    A shorter earlier reply (WHOLE_COPY_WORDS or more) counts once the reply opens with all of
+    it: 0.
     """
 
     def __init__(self, earlier_replies: list[str], n: int = PHRASE_WORDS):
         self.n = n
         self.earlier = [r for r in earlier_replies if len(words(r)) >= n]
+        self.short = [lowered(words(r)) for r in earlier_replies
+                      if WHOLE_COPY_WORDS <= len(words(r)) < n]
         self._checked = 0  # complete words already looked at
 
-    def cut(self, text: str) -> int | None:
+    def cut(self, text: str, final: bool = False) -> int | None:
         """A character offset to end the reply at, or None while it does not loop. Only
-        complete words count (the last one may still be growing)."""
+        complete words count (the last one may still be growing), unless `final`: the reply
+        has ended."""
         found = words(text)
-        if found and found[-1].end() == len(text):
+        if not final and found and found[-1].end() == len(text):
             found = found[:-1]
         if len(found) <= self._checked:
             return None
         self._checked = len(found)
         tokens = lowered(found)
+        if any(tokens[: len(old)] == old for old in self.short):
+            return 0
         n = self.n
         if len(tokens) >= n:
             first: dict[tuple[str, ...], int] = {}
