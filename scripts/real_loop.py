@@ -8,8 +8,8 @@ What it does, per run (each run is a fresh app, so a fresh conversation):
 - starts the app plainly (`python -m s2s_desktop`, only the hotkey set and the listening
   earcons off, so the first sound after release is the reply; `--profile` adds a profile)
   with its settings, history and logs in a temporary folder, and waits until its models load;
-- for each held-out question of `s2s_desktop.commands.bench.HELD_OUT` (spoken by espeak-ng, its
-  trailing silence trimmed): holds the real hotkey with xdotool, plays the question into the
+- for each held-out question of `s2s_desktop.commands.bench.HELD_OUT`, then `LATER` (spoken
+  by espeak-ng, its trailing silence trimmed): holds the real hotkey with xdotool, plays the question into the
   microphone with paplay, releases the key `--hold` seconds after paplay returns (0: with the
   last word), and records the speaker's monitor with parec the whole time;
 - finds the first reply sound on that recording: release → first sound per turn; the app's
@@ -44,6 +44,23 @@ from s2s_desktop import ipc  # noqa: E402
 from s2s_desktop.audio.files import write_wav  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT, spoken  # noqa: E402
 from s2s_desktop.commands.bench_measures import TURN_GROUPS, stats  # noqa: E402
+
+# a longer conversation (--turns up to 24) goes on with these, also never used for tuning
+LATER = [
+    "Who painted the Mona Lisa?",
+    "How many legs does a spider have?",
+    "What is the boiling point of water in Fahrenheit?",
+    "Which country has the largest population?",
+    "What is the fastest land animal?",
+    "How many sides does a hexagon have?",
+    "What is the chemical symbol for gold?",
+    "Who was the first person to walk on the moon?",
+    "What is the largest desert in the world?",
+    "How many strings does a violin have?",
+    "What do caterpillars turn into?",
+    "Which instrument has black and white keys?",
+]
+QUESTIONS = [*HELD_OUT, *LATER]
 from tests.helpers.desktop_env import (  # noqa: E402
     RATE,
     MonitorRecorder,
@@ -231,7 +248,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="conversations, each in a fresh app")
     parser.add_argument("--turns", type=int, default=len(HELD_OUT),
-                        help=f"questions per conversation (at most {len(HELD_OUT)})")
+                        help=f"questions per conversation (at most {len(QUESTIONS)})")
     parser.add_argument("--hold", type=float, default=0.0,
                         help="seconds the key stays down after the last word")
     parser.add_argument("--profile", default="", help="a model profile (default: plain start)")
@@ -245,7 +262,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="s2s-real-loop-q-") as tmp:
         folder = Path(tmp)
         questions = []
-        for i, text in enumerate(HELD_OUT[: args.turns]):
+        for i, text in enumerate(QUESTIONS[: args.turns]):
             wav = folder / f"q{i}.wav"
             write_wav(wav, spoken(folder, f"raw{i}", text), 16000)  # trailing silence trimmed
             questions.append((text, wav))
