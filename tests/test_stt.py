@@ -126,6 +126,26 @@ def test_tiny_transformers_whisper_loads_and_returns_text(tiny_hf):
     assert result.language == "en"  # an English-only checkpoint
 
 
+def test_an_english_only_whisper_refuses_another_language_instead_of_mishearing_it(
+        starter, speech):
+    """tiny.en told stt.language=de heard espeak's German "Wie spät ist es in Berlin?" as
+    "Misha distance in Berlin." and answered that; now the user is told what to change."""
+    question = read_wav(speech("Wie spät ist es in Berlin?", voice="de"))
+    with pytest.raises(SettingsError, match="English only, not 'de'.*stt.language to en"):
+        starter.transcribe(question, "de")
+    assert starter.transcribe(question, "en-US").language == "en"
+    german = replace(starter.settings, language="de")
+    with pytest.raises(SettingsError, match="English only"):  # said when the model loads
+        engine_class("stt", "faster-whisper")(german, "cpu").load()
+
+
+@needs_tiny_builder
+def test_an_english_only_transformers_whisper_refuses_another_language(tiny_hf):
+    with pytest.raises(SettingsError, match="English only, not 'fr'"):
+        tiny_hf.transcribe(white_noise(0.5, rms=0.1), "fr")
+    assert tiny_hf.transcribe(white_noise(0.5, rms=0.1), "en").language == "en"
+
+
 @needs_tiny_builder
 def test_transformers_multilingual_takes_or_detects_the_language(tiny_multilingual):
     stt = transformers_stt(STTSettings(model=str(tiny_multilingual[0]), language=""))

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendUnavailable, DeviceUnavailable
+from ..errors import BackendUnavailable, DeviceUnavailable, SettingsError
 
 SAMPLE_RATE = 16000  # every engine receives 16 kHz mono float32 audio
 
@@ -157,6 +157,17 @@ class STTEngine(Engine):
 
     def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
         raise NotImplementedError
+
+    def english_only(self, language: str | None) -> str:
+        """"en" for a model that knows English only, or SettingsError when another language is
+        asked of it: it would turn that speech into confident English-sounding nonsense."""
+        lang = (language or "").strip().lower().replace("_", "-").partition("-")[0]
+        if lang and lang != "en":
+            raise SettingsError(
+                f"stt.language: this {self.name} model knows English only, not '{lang}': set "
+                "stt.language to en or leave it empty, or choose a multilingual model (Models…)"
+            )
+        return "en"
 
 
 class LLMEngine(Engine):

@@ -181,6 +181,7 @@ class FasterWhisperSTT(STTEngine):
                 raise unavailable from exc
             raise ModelLoadError(self._load_message(path, exc)) from exc
         self.compute_type = compute
+        self._language(None)  # refuse a configured language the model cannot do, now
         log.info(
             "faster-whisper %s loaded in %.2f s on %s (%s)",
             path,
@@ -240,7 +241,9 @@ class FasterWhisperSTT(STTEngine):
 
     def _language(self, language: str | None) -> str | None:
         lang = (self.settings.language if language is None else language) or None
-        if lang and self.model.model.is_multilingual:
+        if not self.model.model.is_multilingual:
+            return self.english_only(lang)
+        if lang:
             lang = lang.lower()
             if lang not in self.model.supported_languages:
                 raise SettingsError(

@@ -116,6 +116,8 @@ class MLXWhisperSTT(STTEngine):
             raise ModelLoadError("the mlx-whisper model is not loaded yet: load() it first")
         audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
         lang = language or self.settings.language or None
+        if not self._model.is_multilingual:
+            lang = self.english_only(lang)
         with mlx_lock("stt"):
             # mlx-whisper keeps one model per process in ModelHolder: hand it ours
             holder = self._mw.ModelHolder

@@ -208,4 +208,6 @@ class TransformersWhisperSTT(STTEngine):
         if audio.size == 0:
             return STTResult("")
         lang = (self.settings.language if language is None else language) or None
+        if not self.multilingual:
+            self.english_only(lang)
         return self._generate(audio, lang, token_budget(audio.size))
