@@ -241,7 +241,7 @@ class FasterWhisperSTT(STTEngine):
 
     def _language(self, language: str | None) -> str | None:
         lang = (self.settings.language if language is None else language) or None
-        if not self.model.model.is_multilingual:
+        if lang and not self.model.model.is_multilingual:
             return self.english_only(lang)
         if lang:
             lang = lang.lower()
