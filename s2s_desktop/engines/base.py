@@ -152,6 +152,11 @@ class STTResult:
     language: str | None = None
 
 
+def language_code(language: str | None) -> str:
+    """A `stt.language` as a bare lower-case code: "en-US" / "en_us" → "en", None → ""."""
+    return (language or "").strip().lower().replace("_", "-").partition("-")[0]
+
+
 class STTEngine(Engine):
     stage = "stt"
 
@@ -161,7 +166,7 @@ class STTEngine(Engine):
     def english_only(self, language: str | None) -> str:
         """"en" for a model that knows English only, or SettingsError when another language is
         asked of it: it would turn that speech into confident English-sounding nonsense."""
-        lang = (language or "").strip().lower().replace("_", "-").partition("-")[0]
+        lang = language_code(language)
         if lang and lang != "en":
             raise SettingsError(
                 f"stt.language: this {self.name} model knows English only, not '{lang}': set "

@@ -25,7 +25,7 @@ import numpy as np
 from ...errors import ModelLoadError, SettingsError
 from ...mlx_lock import mlx_lock
 from ...models.resolve import resolve_model
-from ..base import SAMPLE_RATE, STTEngine, STTResult
+from ..base import SAMPLE_RATE, STTEngine, STTResult, language_code
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +131,7 @@ class ParakeetMLXSTT(STTEngine):
 
     def _language(self, language: str | None) -> str | None:
         """The language to report for a transcript, or SettingsError for one the model lacks."""
-        lang = (self.settings.language if language is None else language) or ""
-        lang = lang.strip().lower().replace("_", "-").partition("-")[0]  # "en-US" → "en"
+        lang = language_code(self.settings.language if language is None else language)
         if not lang:
             return "en" if self._languages == ENGLISH else None  # v3 does not say what it heard
         if lang not in self._languages:
