@@ -9,9 +9,9 @@ What it does, per run (each run is a fresh app, so a fresh conversation):
   earcons off, so the first sound after release is the reply; `--profile` adds a profile)
   with its settings, history and logs in a temporary folder, and waits until its models load;
 - for each held-out question of `s2s_desktop.commands.bench.HELD_OUT`, then `LATER` (spoken
-  by espeak-ng, its trailing silence trimmed): holds the real hotkey with xdotool, plays the question into the
-  microphone with paplay, releases the key `--hold` seconds after paplay returns (0: with the
-  last word), and records the speaker's monitor with parec the whole time;
+  by espeak-ng, its trailing silence trimmed): holds the real hotkey with xdotool, plays the
+  question into the microphone with paplay, releases the key `--hold` seconds after paplay
+  returns (0: with the last word), and records the speaker's monitor with parec the whole time;
 - finds the first reply sound on that recording: release → first sound per turn; the app's
   own figures (from `s2s-desktop status`) and the history's transcript and reply beside it;
 - with `--keep DIR`: each turn's recording of the speaker from the release on
@@ -44,6 +44,14 @@ from s2s_desktop import ipc  # noqa: E402
 from s2s_desktop.audio.files import write_wav  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT, spoken  # noqa: E402
 from s2s_desktop.commands.bench_measures import TURN_GROUPS, stats  # noqa: E402
+from tests.helpers.desktop_env import (  # noqa: E402
+    RATE,
+    MonitorRecorder,
+    missing,
+    onset,
+    pulseaudio,
+    xvfb,
+)
 
 # a longer conversation (--turns up to 24) goes on with these, also never used for tuning
 LATER = [
@@ -61,14 +69,6 @@ LATER = [
     "Which instrument has black and white keys?",
 ]
 QUESTIONS = [*HELD_OUT, *LATER]
-from tests.helpers.desktop_env import (  # noqa: E402
-    RATE,
-    MonitorRecorder,
-    missing,
-    onset,
-    pulseaudio,
-    xvfb,
-)
 
 COMBO = "ctrl+alt+space"
 BETWEEN_TURNS_S = 1.0  # a person's pause before the next question

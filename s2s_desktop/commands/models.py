@@ -11,6 +11,7 @@ import json
 import sys
 import threading
 
+from .. import config
 from ..errors import S2SError
 from ..models.download import human_size
 from .progress import ProgressLine
@@ -48,12 +49,12 @@ def add_models_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _manager():
-    from ..launch import resolve_launch
     from ..models.manager import ModelManager
 
     # what a plain `s2s-desktop` runs: at first start the starter set stands in for the
     # recommended models until they are downloaded, and "use" must say so
-    return ModelManager(settings=resolve_launch(None).settings)
+    settings, _ = config.resolve(None)
+    return ModelManager(settings=settings)
 
 
 def _yes_no(v: bool | None) -> str:
