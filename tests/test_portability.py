@@ -103,6 +103,25 @@ def shell_problems(flows: dict[str, dict]) -> list[str]:
     return problems
 
 
+def mlx_probe_problems(flows: dict[str, dict]) -> list[str]:
+    """A step that runs the app on MLX (Metal) must wait for .ci/mlx_device.py to say MLX's GPU
+    device works: the hosted Macs' Metal is paravirtual, and a refused Metal may abort."""
+    problems = []
+    for file, flow in flows.items():
+        for name, job in flow["jobs"].items():
+            steps = job.get("steps", [])
+            probed = any(s.get("id") == "mlx" and "mlx_device.py" in s.get("run", "")
+                         for s in steps)
+            for step in steps:
+                if re.search(r"backend=mlx", step.get("run", "")) and not (
+                        probed and "steps.mlx.outputs.device == 'gpu'" in str(step.get("if"))):
+                    problems.append(f"{file} job {name}: step {step.get('name')!r} runs the app "
+                                    "on MLX without .ci/mlx_device.py's answer: give the job a "
+                                    "step `id: mlx` running it, and this step "
+                                    "`if: steps.mlx.outputs.device == 'gpu'`")
+    return problems
+
+
 def test_the_supported_list_says_when_and_where_it_was_checked():
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", SUPPORTED["checked"])
     assert any("actions/runner-images" in source for source in SUPPORTED["sources"])
@@ -121,11 +140,17 @@ def test_every_run_step_fails_when_a_piped_command_fails():
     assert shell_problems(workflows()) == []
 
 
+def test_the_app_runs_on_mlx_only_where_the_probe_found_mlx_gpu_device():
+    assert mlx_probe_problems(workflows()) == []
+
+
 def test_the_workflow_checks_catch_what_they_guard():
     """The mistakes issue 29 found in the first workflows, each caught with what to do."""
     flow = {"jobs": {
         "mlx": {"runs-on": "macos-14",
                 "steps": [{"uses": "actions/checkout@v4"}, {"run": "pytest | tee out.txt"}]},
+        "release": {"runs-on": "macos-15", "defaults": {"run": {"shell": "bash"}},
+                    "steps": [{"name": "MLX smoke", "run": "smoke --set llm.backend=mlx-lm"}]},
         "fast": {"runs-on": "${{ matrix.os }}", "defaults": {"run": {"shell": "bash"}},
                  "strategy": {"matrix": {"os": ["ubuntu-latest", "windows-2025"],
                                          "include": [{"os": "macos-15"}]}},
@@ -138,6 +163,10 @@ def test_the_workflow_checks_catch_what_they_guard():
     assert action_problems({"ci.yml": flow}) == [
         "ci.yml job mlx: actions/checkout@v4: the current major is v7 "
         "(.ci/supported_runners.json)"]
+    assert mlx_probe_problems({"ci.yml": flow}) == [
+        "ci.yml job release: step 'MLX smoke' runs the app on MLX without .ci/mlx_device.py's "
+        "answer: give the job a step `id: mlx` running it, and this step "
+        "`if: steps.mlx.outputs.device == 'gpu'`"]
     assert shell_problems({"ci.yml": flow}) == [
         "ci.yml job mlx: step 'pytest | tee out.txt' runs under the default shell: give the "
         "job `defaults: run: shell: bash`"]
