@@ -225,6 +225,7 @@ def test_eol_check_finds_scripts_a_windows_checkout_breaks(tmp_path):
         pytest.skip("needs git")
     portability = load_portability()
     git(tmp_path, "init", "-q")
+    git(tmp_path, "config", "core.autocrlf", "false")  # Git for Windows' default would fix CRLF
     (tmp_path / "build.sh").write_bytes(b"#!/usr/bin/env bash\nset -euo pipefail\n")
     (tmp_path / "run").write_bytes(b"#!/usr/bin/env bash\r\nset -euo pipefail\r\n")
     (tmp_path / "tool.py").write_bytes(b"#!/usr/bin/env python3\r\nprint(1)\r\n")
