@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,10 +89,13 @@ def platform_findings(root: Path = ROOT, paths: list[str] | None = None,
     """One line per use of a module or attribute that Windows or macOS lacks and Linux has."""
     paths = checked_paths(root) if paths is None else paths
     handled = HANDLED if handled is None else handled
-    baseline = mypy_errors(BASELINE, paths, root)
+    platforms = (BASELINE, *TARGETS)
+    with ThreadPoolExecutor() as pool:  # three mypy processes at once where cores allow
+        runs = dict(zip(platforms, pool.map(lambda p: mypy_errors(p, paths, root), platforms),
+                        strict=True))
     problems, used = [], set()
     for platform in TARGETS:
-        for f in sorted(mypy_errors(platform, paths, root) - baseline,
+        for f in sorted(runs[platform] - runs[BASELINE],
                         key=lambda f: (f.path, f.line, f.message)):
             key = (f.path, f.source_line(root))
             if key in handled:
