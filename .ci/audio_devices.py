@@ -42,12 +42,20 @@ def main() -> int:
     apis = [api["name"] for api in sd.query_hostapis()]
     lines = [f"PortAudio: {sd.get_portaudio_version()[1]}", f"host APIs: {', '.join(apis)}"]
     missing = [name for name in args.need if name not in apis]
+    problems = []
     mic = Microphone()
     try:
         first = mic.warm_up(timeout_s=5.0)
         lines.append(f"microphone opened: {mic.label} at {mic.rate} Hz")
+        presses = press_opens(mic)
         lines.append(f"open → first sample: first open {None if first is None else round(first, 1)} ms; presses after it: "
-                     f"{', '.join(str(ms) for ms in press_opens(mic))} ms")
+                     f"{', '.join(str(ms) for ms in presses)} ms")
+        # an open stream that never calls back is a silent microphone: a press would hear nothing
+        silent = ["first open"] * (first is None) + [
+            f"press {i}" for i, ms in enumerate(presses, 1) if ms is None]
+        if silent:
+            problems.append(f"the microphone opened but delivered no sample within 5 s "
+                            f"({', '.join(silent)})")
     except AudioDeviceError as exc:
         lines.append(f"no microphone, refused clearly: {exc}")
     finally:
@@ -58,7 +66,6 @@ def main() -> int:
     audio, why = report.get("audio"), report.get("audio_error", "")
     lines.append(f"`s2s-desktop devices --json`: {len(audio or [])} audio device(s)"
                  + (f", and why none: {why}" if why else ""))
-    problems = []
     if missing:
         problems.append(f"host API(s) missing: {', '.join(missing)}")
     if proc.returncode != 0 or audio is None:

@@ -3,7 +3,8 @@
 A stage's own `device` wins over the global `settings.device`. `auto` picks MLX on Apple
 Silicon where the stage's backend has an MLX implementation (else MPS for torch backends, CPU
 for the rest), CUDA where an NVIDIA GPU is usable, else CPU. Detection is cheap (no torch
-import unless torch is already loaded) and cached; tests inject a `Platform` instead.
+import, except on Apple Silicon where only torch can say whether MPS works) and cached; tests
+inject a `Platform` instead.
 """
 
 from __future__ import annotations
@@ -81,15 +82,18 @@ def _cuda_count() -> int:
 
 
 def _has_mps(system: str, machine: str) -> bool:
-    if system != "Darwin" or machine != "arm64":
+    """Whether torch can use the Apple GPU. Only torch knows: a Mac VM (GitHub's arm64
+    runners: a paravirtual Metal device) or an older macOS has no MPS even where torch is
+    installed, so torch is imported here (on Apple Silicon only; once, detection is cached)."""
+    if system != "Darwin" or machine != "arm64" or importlib.util.find_spec("torch") is None:
         return False
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            return bool(torch.backends.mps.is_available())
-        except Exception:  # noqa: BLE001
-            return False
-    return importlib.util.find_spec("torch") is not None  # every arm64 macOS torch has MPS
+    try:
+        import torch
+
+        return bool(torch.backends.mps.is_available())
+    except Exception as exc:  # noqa: BLE001 - a broken torch install means no MPS, not a crash
+        log.warning("torch could not say whether MPS is available (%s): not using mps", exc)
+        return False
 
 
 @functools.lru_cache(maxsize=1)
