@@ -62,7 +62,7 @@ class EverydayFeatures(QObject):
         self.timers_menu = QMenu("Timers")
         self.timers_action = self.timers_menu.menuAction()
         self.timers_action.setVisible(False)
-        self._add_to_tray()
+        self._add_to_menus()
 
         self.pipeline.timers.on_due = self.timer_rang.emit
         self.pipeline.timers.listeners.append(self.timers_changed.emit)
@@ -97,15 +97,17 @@ class EverydayFeatures(QObject):
         if changed:
             log.info("%s", changed)
 
-    def _add_to_tray(self) -> None:
-        tray = self.app.tray
-        if tray is None:
-            return
-        menu = tray.menu
-        after_talk = menu.actions()[menu.actions().index(self.app.actions.talk) + 1]
-        for action in (self.stop_speaking, self.copy_answer, self.timers_action):
-            menu.insertAction(after_talk, action)
-        menu.aboutToShow.connect(self._show_timers)  # the time left, fresh each time
+    def _add_to_menus(self) -> None:
+        """After Talk in the tray's menu, or where there is no tray, in the floating window."""
+        extras = [self.stop_speaking, self.copy_answer, self.timers_action]
+        tray, floating = self.app.tray, self.app.floating
+        if tray is not None:
+            self.app.actions.insert_after_talk(tray.menu, extras)
+            tray.menu.aboutToShow.connect(self._show_timers)  # the time left, fresh each time
+        if floating is not None:
+            floating.add_extras(extras)
+            floating.menu.aboutToShow.connect(self._show_timers)
+            self.timers_menu.aboutToShow.connect(self._show_timers)
 
     def shutdown(self) -> None:
         self.dictation.stop()

@@ -75,7 +75,7 @@ class ConversationWindow(QWidget):
         parent=None,
     ):
         super().__init__(parent)
-        self.setWindowTitle("s2s-desktop — Conversation")
+        self.setWindowTitle("Conversation")  # Qt appends the app name
         self.setWindowIcon(state_icon(AppState.IDLE))
         self.resize(520, 600)
         self.history = history
@@ -164,7 +164,10 @@ class ConversationWindow(QWidget):
         self.render()  # the turn is over: nothing more to coalesce
 
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
-        self.status.setText("" if detail == "Ready" else detail)
+        newest = next(reversed(self.entries.values()), None)
+        # a turn's error is written under its question: the status line does not repeat it
+        said = state == AppState.ERROR and newest is not None and newest.error == detail != ""
+        self.status.setText("" if detail == "Ready" or said else detail)
         self.ask_bar.show_state(state)
         if state != self.state:
             self.state = state
@@ -253,8 +256,10 @@ class ConversationWindow(QWidget):
                 "something. The conversation appears here.</p>"
             )
         else:
+            entries = list(self.entries.values())
             body = "".join(
-                self._entry_html(e, self.state, i) for i, e in enumerate(self.entries.values())
+                self._entry_html(e, self.state, i, bool(i and e.error == entries[i - 1].error))
+                for i, e in enumerate(entries)
             )
         self.view.setHtml(f"<html><body>{body}</body></html>")
         bar.setValue(bar.maximum() if self.follow else kept)
@@ -271,7 +276,9 @@ class ConversationWindow(QWidget):
         self.status.setText("Copied the question" if who == "user" else "Copied the answer")
 
     @staticmethod
-    def _entry_html(e: Entry, state: str = AppState.THINKING, index: int | None = None) -> str:
+    def _entry_html(
+        e: Entry, state: str = AppState.THINKING, index: int | None = None, same_error=False
+    ) -> str:
         def esc(text: str) -> str:
             return html.escape(text).replace("\n", "<br>")
 
@@ -298,8 +305,9 @@ class ConversationWindow(QWidget):
             reply = "<i style='color:gray'>(no reply: the app stopped before answering)</i>"
         elif e.reason == TurnReason.INTERRUPTED:
             reply += " <i style='color:gray'>(interrupted)</i>"
-        elif e.reason == TurnReason.ERROR:
-            reply += f" <span style='color:#c62828'>({esc(e.error or 'failed')})</span>"
+        elif e.reason == TurnReason.ERROR:  # the same error as the turn above: said once
+            error = "failed again: the same error" if same_error else esc(e.error or "failed")
+            reply += f" <span style='color:#c62828'>({error})</span>"
         answer_link = copy_link("assistant") if e.reason and e.assistant.strip() else ""
         parts.append(f"<p><b style='color:#1e7fd8'>Assistant</b>{answer_link}<br>{reply}</p>")
         line = latency_line(e.timings_ms, e.stt_while_speaking)
