@@ -33,6 +33,11 @@ from .ui.app_windows import AppWindows
 
 log = logging.getLogger(__name__)
 
+SECOND_LAUNCH_OPTIONS = (
+    "s2s-desktop is already running: --profile and --set apply to a launch of their own, so "
+    "nothing changed. Change the running app with `s2s-desktop set KEY=VALUE`, or quit it "
+    "first (`s2s-desktop quit`)"
+)
 SPEAKER_LINGER_MS = 500  # the output stays open this long after a turn (its last sound ends)
 
 
@@ -115,6 +120,9 @@ class DesktopApp(AppWindows, QObject):
         from .everyday import EverydayFeatures
 
         self.everyday = EverydayFeatures(self)  # typed questions, stop, copy, timers, sounds
+        from .settings_commands import SettingsCommands
+
+        self.settings_commands = SettingsCommands(self)  # `s2s-desktop set` / `get`
         for text in list(warnings or []) + problems:
             self.show_notice(text)
 
@@ -335,15 +343,12 @@ class DesktopApp(AppWindows, QObject):
         return {"message": "s2s-desktop is quitting"}
 
     def _cmd_launch(self, req: dict) -> dict:
-        """A second `s2s-desktop` launch: show the window, apply its --profile/--set."""
-        profile, overrides = req.get("profile"), req.get("overrides") or {}
-        message = "s2s-desktop is already running"
-        if profile or overrides:
-            self.launch = resolve_launch(profile, overrides)
-            reloaded = self.apply_settings(self.launch.settings)
-            message += f"; applied the new settings (reloading {', '.join(reloaded) or 'none'})"
+        """A second `s2s-desktop` launch: show the window. Its --profile / --set are for a
+        launch of its own: the running app keeps its settings."""
         self.show_conversation()
-        return {"message": message}
+        if req.get("profile") or req.get("overrides"):
+            return {"ok": False, "error": SECOND_LAUNCH_OPTIONS}
+        return {"message": "s2s-desktop is already running"}
 
     # ------------------------------------------------------------------ the end
     def quit(self) -> None:
@@ -398,8 +403,11 @@ def run_app(args) -> int:
         reply = None
         log.warning("an earlier instance did not answer (%s); starting anyway", exc)
     if reply is not None:
-        print(reply.get("message") or reply.get("error") or "s2s-desktop is already running")
-        return 0 if reply.get("ok") else 1
+        if not reply.get("ok"):
+            print(f"error: {reply.get('error')}", file=sys.stderr)
+            return 1
+        print(reply.get("message") or "s2s-desktop is already running")
+        return 0
 
     from .ui.icons import app_icon
 
