@@ -137,6 +137,7 @@ class DesktopApp(AppWindows, QObject):
         ev.reply_delta.connect(self.window.on_reply_delta)
         ev.turn_finished.connect(self.window.on_turn_finished)
         ev.turn_finished.connect(self._remember_turn)
+        ev.turn_finished.connect(lambda _rec: self.speaker_used())  # announcements too
         self.hotkey.pressed.connect(c.hotkey_pressed)
         self.hotkey.released.connect(c.hotkey_released)
         self.hotkey.unavailable.connect(self.show_notice)
@@ -211,9 +212,19 @@ class DesktopApp(AppWindows, QObject):
             wait_ms = int(self.speaker.queued_seconds() * 1000) + SPEAKER_LINGER_MS
             QTimer.singleShot(wait_ms, self._close_idle_speaker)
 
+    def speaker_used(self) -> None:
+        """Something played outside a turn's states (an earcon, a timer's announcement): the
+        output closes again once it has been heard, if the app is still idle."""
+        self._speaker_follows(self.controller.state)
+
     def _close_idle_speaker(self) -> None:
         idle = self.controller.state in (IDLE, ERROR)
-        if idle and self.speaker.is_open and self.speaker.queued_seconds() == 0:
+        if not (idle and self.speaker.is_open):
+            return
+        left = self.speaker.queued_seconds()
+        if left > 0:  # still playing: look again once it has been heard
+            QTimer.singleShot(int(left * 1000) + SPEAKER_LINGER_MS, self._close_idle_speaker)
+        else:
             self.speaker.close()
 
     def _question_heard(self, turn: int, text: str) -> None:

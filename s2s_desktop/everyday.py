@@ -37,6 +37,20 @@ def clock_left(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+class EarconsAtIdle(EarconPlayer):
+    """Earcons on the app's speaker; one played while the app is idle (the dictation key's)
+    closes the output again once heard."""
+
+    def __init__(self, app, audio_settings):
+        super().__init__(app.speaker, audio_settings)
+        self.app = app
+
+    def play(self, earcon: Earcon) -> float:
+        heard_by = super().play(earcon)
+        self.app.speaker_used()
+        return heard_by
+
+
 class EverydayFeatures(QObject):
     timer_rang = Signal(object)  # a Timer, from its own thread
     timers_changed = Signal()  # from any thread
@@ -49,7 +63,7 @@ class EverydayFeatures(QObject):
         self.records: dict[int, FinishedTurn] = {}  # finished turns, for `ask` to collect
         self._announce_waiting: list[str] = []  # timers due during a turn: said after it
 
-        self.earcons = EarconPlayer(app.speaker, lambda: app.settings.audio)
+        self.earcons = EarconsAtIdle(app, lambda: app.settings.audio)
         self.controller.sounds = lambda name: self.earcons.play(Earcon(name))
 
         self.stop_speaking = QAction("Stop Speaking", self)
