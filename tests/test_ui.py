@@ -432,11 +432,19 @@ def test_the_same_error_is_written_once_in_the_conversation_window(qtbot):
     qtbot.addWidget(win)
     for turn, question in ((1, "Hello?"), (2, "Are you there?")):
         win.on_transcript(turn, question)
+        win.show_state("error", error)  # the app's state changes before the window hears
         win.on_turn_finished(FinishedTurn(turn=turn, transcript=question, reply="", spoken="",
                                           reason=TurnReason.ERROR, error=error))
-        win.show_state("error", error)
     shown = win.view.toPlainText() + "\n" + win.status.text()
     assert shown.count("llm model not found") == 1
     assert "failed again: the same error" in win.view.toPlainText()
     win.show_state("error", "the microphone is gone")  # another error: said where it is
     assert win.status.text() == "the microphone is gone"
+
+
+def test_a_long_error_keeps_the_menus_state_line_short(qapp):
+    tray = TrayIcon(AppActions())
+    tray.show_state("error", "llm model not found at /home/user/" + "folder/" * 40)
+    line = tray.status_action.text()
+    assert line.startswith("Problem — llm model not found") and len(line) <= 80
+    assert line.endswith("…") and "folder/" * 40 in tray.toolTip()  # all of it on hover

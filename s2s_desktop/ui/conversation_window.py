@@ -92,6 +92,7 @@ class ConversationWindow(QWidget):
                 ex.stt_while_speaking,
             )
         self.state = AppState.IDLE  # the app's state: what the running turn says
+        self.detail = ""  # what the app says about that state (an error, the progress)
         self.follow = True  # keep the newest turn in view until the user scrolls up
 
         self.view = QTextBrowser()
@@ -162,17 +163,23 @@ class ConversationWindow(QWidget):
             entry.assistant = kept
         self._render_timer.stop()
         self.render()  # the turn is over: nothing more to coalesce
+        if rec.error:
+            self._show_detail()
 
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
-        newest = next(reversed(self.entries.values()), None)
-        # a turn's error is written under its question: the status line does not repeat it
-        said = state == AppState.ERROR and newest is not None and newest.error == detail != ""
-        self.status.setText("" if detail == "Ready" or said else detail)
+        self.detail = detail
+        self._show_detail()
         self.ask_bar.show_state(state)
         if state != self.state:
             self.state = state
             if any(not e.reason for e in self.entries.values()):
                 self._changed()  # the running turn's words follow the state
+
+    def _show_detail(self) -> None:
+        newest = next(reversed(self.entries.values()), None)
+        # a turn's error is written under its question: the status line does not repeat it
+        said = newest is not None and newest.error == self.detail != ""
+        self.status.setText("" if self.detail == "Ready" or said else self.detail)
 
     def show_notice(self, text: str, error: bool = False) -> None:
         self.status.setText(text)

@@ -27,9 +27,13 @@ def tooltip_text(state: str, detail: str, hotkey: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+MENU_STATUS_CHARS = 80  # a menu as wide as a long error would cover the screen
+
+
 def menu_status_text(tooltip: str) -> str:
     """The menu's greyed first line: the state and what is happening, from the tooltip."""
-    return " — ".join(tooltip.split("\n")[:2]).replace("s2s-desktop — ", "", 1)
+    text = " — ".join(tooltip.split("\n")[:2]).replace("s2s-desktop — ", "", 1)
+    return text if len(text) <= MENU_STATUS_CHARS else text[: MENU_STATUS_CHARS - 1] + "…"
 
 
 class TrayIcon(QSystemTrayIcon):
