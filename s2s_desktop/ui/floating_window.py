@@ -25,7 +25,7 @@ from ..states import AppState
 from .actions import AppActions
 from .icons import state_icon
 from .tasks import ERROR_STYLE
-from .tray import STATE_WORDS, menu_status_text, tooltip_text
+from .tray import STATE_WORDS, cut, menu_status_text, tooltip_text
 from .window_state import save_position, saved_position
 
 WIDTH = 320
@@ -197,7 +197,7 @@ class FloatingWindow(QWidget):
         self._set_detail(text, error)
 
     def _set_detail(self, text: str, error: bool = False) -> None:
-        shown = text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 1] + "…"
+        shown = cut(text, MAX_DETAIL_CHARS)
         self.detail_label.setText(shown)
         self.detail_label.setToolTip(text if shown != text else "")
         self.detail_label.setStyleSheet(ERROR_STYLE if error else "")
@@ -216,9 +216,10 @@ class FloatingWindow(QWidget):
             height = min(height, screen.availableGeometry().height() - 2 * EDGE_MARGIN)
         self.setFixedHeight(height)
         if self._placed and screen is not None:  # grown past the bottom edge: move it up
-            bottom = screen.availableGeometry().bottom() - EDGE_MARGIN
-            if self.frameGeometry().bottom() > bottom:
-                self.move(self.x(), max(0, self.y() - (self.frameGeometry().bottom() - bottom)))
+            area = screen.availableGeometry()
+            over = self.frameGeometry().bottom() - (area.bottom() - EDGE_MARGIN)
+            if over > 0:
+                self.move(self.x(), max(area.top(), self.y() - over))
 
     def _update_meter(self) -> None:
         level = float(self._level()) if self._level is not None else 0.0

@@ -30,10 +30,15 @@ def tooltip_text(state: str, detail: str, hotkey: dict | None = None) -> str:
 MENU_STATUS_CHARS = 80  # a menu as wide as a long error would cover the screen
 
 
+def cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit` - 1 characters and "…"."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def menu_status_text(tooltip: str) -> str:
     """The menu's greyed first line: the state and what is happening, from the tooltip."""
-    text = " — ".join(tooltip.split("\n")[:2]).replace("s2s-desktop — ", "", 1)
-    return text if len(text) <= MENU_STATUS_CHARS else text[: MENU_STATUS_CHARS - 1] + "…"
+    return cut(" — ".join(tooltip.split("\n")[:2]).replace("s2s-desktop — ", "", 1),
+               MENU_STATUS_CHARS)
 
 
 class TrayIcon(QSystemTrayIcon):
