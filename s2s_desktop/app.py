@@ -153,7 +153,7 @@ class DesktopApp(AppWindows, QObject):
 
     def start(self) -> bool:
         """Show the tray at once, then load models in the background. False when another
-        instance is already running (it was handed our arguments)."""
+        instance is already running (it was asked to show itself)."""
         if not self.server.listen():
             return False
         if self.tray is not None:
