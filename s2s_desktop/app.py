@@ -33,6 +33,11 @@ from .ui.app_windows import AppWindows
 
 log = logging.getLogger(__name__)
 
+SECOND_LAUNCH_OPTIONS = (
+    "s2s-desktop is already running: --profile and --set apply to a launch of their own, so "
+    "nothing changed. Change the running app with `s2s-desktop set KEY=VALUE`, or quit it "
+    "first (`s2s-desktop quit`)"
+)
 SPEAKER_LINGER_MS = 500  # the output stays open this long after a turn (its last sound ends)
 
 
@@ -115,6 +120,9 @@ class DesktopApp(AppWindows, QObject):
         from .everyday import EverydayFeatures
 
         self.everyday = EverydayFeatures(self)  # typed questions, stop, copy, timers, sounds
+        from .settings_commands import SettingsCommands
+
+        self.settings_commands = SettingsCommands(self)  # `s2s-desktop set` / `get`
         for text in list(warnings or []) + problems:
             self.show_notice(text)
 
@@ -129,6 +137,7 @@ class DesktopApp(AppWindows, QObject):
         ev.reply_delta.connect(self.window.on_reply_delta)
         ev.turn_finished.connect(self.window.on_turn_finished)
         ev.turn_finished.connect(self._remember_turn)
+        ev.turn_finished.connect(lambda _rec: self.speaker_used())  # announcements too
         self.hotkey.pressed.connect(c.hotkey_pressed)
         self.hotkey.released.connect(c.hotkey_released)
         self.hotkey.unavailable.connect(self.show_notice)
@@ -144,7 +153,7 @@ class DesktopApp(AppWindows, QObject):
 
     def start(self) -> bool:
         """Show the tray at once, then load models in the background. False when another
-        instance is already running (it was handed our arguments)."""
+        instance is already running (it was asked to show itself)."""
         if not self.server.listen():
             return False
         if self.tray is not None:
@@ -203,9 +212,19 @@ class DesktopApp(AppWindows, QObject):
             wait_ms = int(self.speaker.queued_seconds() * 1000) + SPEAKER_LINGER_MS
             QTimer.singleShot(wait_ms, self._close_idle_speaker)
 
+    def speaker_used(self) -> None:
+        """Something played outside a turn's states (an earcon, a timer's announcement): the
+        output closes again once it has been heard, if the app is still idle."""
+        self._speaker_follows(self.controller.state)
+
     def _close_idle_speaker(self) -> None:
         idle = self.controller.state in (IDLE, ERROR)
-        if idle and self.speaker.is_open and self.speaker.queued_seconds() == 0:
+        if not (idle and self.speaker.is_open):
+            return
+        left = self.speaker.queued_seconds()
+        if left > 0:  # still playing: look again once it has been heard
+            QTimer.singleShot(int(left * 1000) + SPEAKER_LINGER_MS, self._close_idle_speaker)
+        else:
             self.speaker.close()
 
     def _question_heard(self, turn: int, text: str) -> None:
@@ -335,15 +354,12 @@ class DesktopApp(AppWindows, QObject):
         return {"message": "s2s-desktop is quitting"}
 
     def _cmd_launch(self, req: dict) -> dict:
-        """A second `s2s-desktop` launch: show the window, apply its --profile/--set."""
-        profile, overrides = req.get("profile"), req.get("overrides") or {}
-        message = "s2s-desktop is already running"
-        if profile or overrides:
-            self.launch = resolve_launch(profile, overrides)
-            reloaded = self.apply_settings(self.launch.settings)
-            message += f"; applied the new settings (reloading {', '.join(reloaded) or 'none'})"
+        """A second `s2s-desktop` launch: show the window. Its --profile / --set are for a
+        launch of its own: the running app keeps its settings."""
         self.show_conversation()
-        return {"message": message}
+        if req.get("profile") or req.get("overrides"):
+            return {"ok": False, "error": SECOND_LAUNCH_OPTIONS}
+        return {"message": "s2s-desktop is already running"}
 
     # ------------------------------------------------------------------ the end
     def quit(self) -> None:
@@ -398,8 +414,11 @@ def run_app(args) -> int:
         reply = None
         log.warning("an earlier instance did not answer (%s); starting anyway", exc)
     if reply is not None:
-        print(reply.get("message") or reply.get("error") or "s2s-desktop is already running")
-        return 0 if reply.get("ok") else 1
+        if not reply.get("ok"):
+            print(f"error: {reply.get('error')}", file=sys.stderr)
+            return 1
+        print(reply.get("message") or "s2s-desktop is already running")
+        return 0
 
     from .ui.icons import app_icon
 

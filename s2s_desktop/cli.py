@@ -1,6 +1,6 @@
 """`s2s-desktop`: the app (no arguments), `run` (WAV or text in → WAV out, headless), `bench`,
 `models`, `cuda`, `devices`, and the commands a running app accepts (toggle, talk-start,
-talk-stop, quit, status, ask, stop)."""
+talk-stop, quit, status, ask, stop, set, get)."""
 
 from __future__ import annotations
 
@@ -37,9 +37,10 @@ EPILOG = """examples:
   s2s-desktop ask "What time is it?"       ask the running app; it answers aloud
   s2s-desktop models list                  which models are installed and which are in use
   s2s-desktop toggle                       start/stop listening in the running app
+  s2s-desktop set tts.speed=1.3            the running app speaks faster (saved, as Settings… does)
 
-Settings live in settings.json (Settings… in the app); --profile and --set apply to one
-launch and are never saved."""
+Settings live in settings.json (Settings… in the app, or `s2s-desktop set`); --profile and
+--set apply to one launch of the app and are never saved."""
 
 
 class _Question(argparse.Action):
@@ -130,6 +131,20 @@ def build_parser() -> argparse.ArgumentParser:
                            + APP_COMMAND_HELP[name][1:] + ".")
         if name == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
+    set_ = sub.add_parser(
+        "set", help="change settings of the running app and save them, as Settings… does",
+        description="Change settings of the running app and save them, as Settings → Apply "
+        "does: a live setting applies from the next question, a model setting reloads that "
+        "model. A bad key or value changes nothing.",
+        epilog="e.g. s2s-desktop set tts.speed=1.3   s2s-desktop set llm.max_new_tokens=120")
+    set_.add_argument("changes", nargs="+", metavar="KEY=VALUE",
+                      help="a setting and its new value (`s2s-desktop get` lists the keys)")
+    set_.add_argument("--json", action="store_true", help="machine-readable output")
+    get = sub.add_parser("get", help="print the running app's settings, or one of them",
+                         description="Print the running app's settings (KEY = VALUE), a "
+                         "section's (get llm) or one value alone (get tts.speed).")
+    get.add_argument("key", nargs="?", metavar="KEY", help="a setting or a section, e.g. tts.speed")
+    get.add_argument("--json", action="store_true", help="machine-readable output")
     ask = sub.add_parser("ask", help="send a typed question to the running app (it answers aloud)")
     ask.add_argument("text", metavar="TEXT", help='the question, e.g. "What time is it?"')
     ask.add_argument("--json", action="store_true", help="print the turn's JSON record")
@@ -154,16 +169,19 @@ LATENCY_PARTS = (("vad", "vad"), ("stt", "stt"), ("llm first token", "llm_first_
                  ("tts first chunk", "tts_first_chunk"))
 
 
+def _run_failed(args, error: str, code: int) -> int:
+    """A run that answered nothing: the reason, as a JSON object with --json."""
+    if args.json:
+        print(json.dumps({"error": error}, ensure_ascii=False), flush=True)
+    else:
+        print(f"error: {error}", file=sys.stderr)
+    return code
+
+
 def cmd_run(args) -> int:
     from .pipeline.runner import run_files
     from .pipeline.turns import AnsweredBy
     from .states import TurnReason
-
-    if not args.questions:
-        print('error: give a question: --input QUESTION.wav or --text "What time is it?"',
-              file=sys.stderr)
-        return 2
-    settings = _settings(args)
 
     def show(rec: dict) -> None:  # FinishedTurn.to_dict() plus the reply's audio file
         if args.json:
@@ -186,7 +204,14 @@ def cmd_run(args) -> int:
             print(f"  latency:   {t['release_to_first_audio']:.0f} ms to first audio ({parts})")
         sys.stdout.flush()
 
-    results = run_files(settings, args.questions, args.output_dir, on_turn=show)
+    if not args.questions:
+        return _run_failed(args, 'give a question: --input QUESTION.wav or --text "What time '
+                           'is it?"', 2)
+    try:
+        settings = _settings(args)
+        results = run_files(settings, args.questions, args.output_dir, on_turn=show)
+    except S2SError as exc:
+        return _run_failed(args, str(exc), 1)
     errors = [r for r in results if r["reason"] == TurnReason.ERROR]
     return 1 if errors and len(errors) == len(results) else 0
 
@@ -207,6 +232,21 @@ def cmd_app_control(args) -> int:
     from .ipc import send_command
 
     return send_command(args.command, json_output=getattr(args, "json", False))
+
+
+def cmd_settings(args) -> int:
+    from .ipc import send_settings
+
+    if args.command == "get":
+        return send_settings(None, key=args.key, json_output=args.json)
+    bad = next((pair for pair in args.changes if "=" not in pair), None)
+    if bad is not None:
+        print(f"error: set expects KEY=VALUE, got '{bad}' (e.g. s2s-desktop set tts.speed=1.3)",
+              file=sys.stderr)
+        return 2
+    from .config import parse_overrides
+
+    return send_settings(parse_overrides(args.changes), json_output=args.json)
 
 
 def cmd_ask(args) -> int:
@@ -260,10 +300,19 @@ def main(argv: list[str] | None = None) -> int:
         handler = cuda_command
     elif args.command in APP_COMMANDS:
         handler = cmd_app_control
+    elif args.command in ("set", "get"):
+        handler = cmd_settings
     else:
         handler = handlers[args.command]
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # here, so a reader that left (`| head`) is met below
+        return code
+    except BrokenPipeError:
+        # the reader stopped reading (`| head -c 100`): what it wanted it has; end quietly,
+        # and point stdout at nothing so the exit's own flush says nothing either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a program the pipe stopped would end
     except S2SError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

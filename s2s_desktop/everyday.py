@@ -37,6 +37,20 @@ def clock_left(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+class EarconsAtIdle(EarconPlayer):
+    """Earcons on the app's speaker; one played while the app is idle (the dictation key's)
+    closes the output again once heard."""
+
+    def __init__(self, app, audio_settings):
+        super().__init__(app.speaker, audio_settings)
+        self.app = app
+
+    def play(self, earcon: Earcon) -> float:
+        heard_by = super().play(earcon)
+        self.app.speaker_used()
+        return heard_by
+
+
 class EverydayFeatures(QObject):
     timer_rang = Signal(object)  # a Timer, from its own thread
     timers_changed = Signal()  # from any thread
@@ -49,7 +63,7 @@ class EverydayFeatures(QObject):
         self.records: dict[int, FinishedTurn] = {}  # finished turns, for `ask` to collect
         self._announce_waiting: list[str] = []  # timers due during a turn: said after it
 
-        self.earcons = EarconPlayer(app.speaker, lambda: app.settings.audio)
+        self.earcons = EarconsAtIdle(app, lambda: app.settings.audio)
         self.controller.sounds = lambda name: self.earcons.play(Earcon(name))
 
         self.stop_speaking = QAction("Stop Speaking", self)
@@ -62,7 +76,7 @@ class EverydayFeatures(QObject):
         self.timers_menu = QMenu("Timers")
         self.timers_action = self.timers_menu.menuAction()
         self.timers_action.setVisible(False)
-        self._add_to_tray()
+        self._add_to_menus()
 
         self.pipeline.timers.on_due = self.timer_rang.emit
         self.pipeline.timers.listeners.append(self.timers_changed.emit)
@@ -97,15 +111,17 @@ class EverydayFeatures(QObject):
         if changed:
             log.info("%s", changed)
 
-    def _add_to_tray(self) -> None:
-        tray = self.app.tray
-        if tray is None:
-            return
-        menu = tray.menu
-        after_talk = menu.actions()[menu.actions().index(self.app.actions.talk) + 1]
-        for action in (self.stop_speaking, self.copy_answer, self.timers_action):
-            menu.insertAction(after_talk, action)
-        menu.aboutToShow.connect(self._show_timers)  # the time left, fresh each time
+    def _add_to_menus(self) -> None:
+        """After Talk in the tray's menu, or where there is no tray, in the floating window."""
+        extras = [self.stop_speaking, self.copy_answer, self.timers_action]
+        tray, floating = self.app.tray, self.app.floating
+        if tray is not None:
+            self.app.actions.insert_after_talk(tray.menu, extras)
+            tray.menu.aboutToShow.connect(self._show_timers)  # the time left, fresh each time
+        if floating is not None:
+            floating.add_extras(extras)
+            floating.menu.aboutToShow.connect(self._show_timers)
+            self.timers_menu.aboutToShow.connect(self._show_timers)
 
     def shutdown(self) -> None:
         self.dictation.stop()

@@ -2,8 +2,8 @@
 
 A QLocalServer (a Unix socket only the user can open, or a named pipe on Windows) speaks
 JSON lines: the client sends {"command": NAME, ...}, the app answers {"ok": true|false, ...}.
-`s2s-desktop toggle|talk-start|talk-stop|quit|status` use it, and a second launch of the app
-hands its arguments to the first ("launch") instead of starting another.
+`s2s-desktop toggle|talk-start|talk-stop|quit|status|set|get|ask|stop` use it, and a second
+launch of the app asks the first to show itself ("launch") instead of starting another.
 """
 
 from __future__ import annotations
@@ -220,6 +220,50 @@ def send_command(name: str, json_output: bool = False) -> int:
         print(json.dumps(reply, ensure_ascii=False))
     elif reply.get("message"):
         print(reply["message"])
+    return 0
+
+
+def show_value(value) -> str:
+    """A setting as a script reads it: text as it is, anything else as JSON (true, 1.5)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def format_set(reply: dict) -> str:
+    """What `s2s-desktop set` changed, and which models reload for it."""
+    lines = []
+    for key, (old, new) in reply.get("changed", {}).items():
+        lines.append(f"{key}: {show_value(old)} → {show_value(new)}" if old != new
+                     else f"{key}: {show_value(new)} (unchanged)")
+    reloading = reply.get("reloading") or []
+    lines.append(f"reloading: {', '.join(reloading)}" if reloading
+                 else "no model reloads: this applies from the next question")
+    lines += [f"note: {note}" for note in reply.get("notes") or []]
+    return "\n".join(lines)
+
+
+def send_settings(changes: dict | None, key: str | None = None, json_output: bool = False,
+                  name: str | None = None) -> int:
+    """`s2s-desktop set KEY=VALUE…` (changes given) or `s2s-desktop get [KEY]`; the exit code."""
+    try:
+        if changes is not None:
+            reply = accepted("set", {"changes": changes}, name=name)
+        else:
+            reply = accepted("get", {"key": key or ""}, name=name)
+    except (TimeoutError, ConnectionError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if reply is None:
+        return 1
+    reply.pop("ok", None)
+    values = reply.get("values")
+    if json_output:
+        print(json.dumps(values if values is not None else reply, ensure_ascii=False))
+    elif values is None:
+        print(format_set(reply))
+    elif key in values:  # one key: its value alone, for a script
+        print(show_value(values[key]))
+    else:
+        print("\n".join(f"{k} = {show_value(v)}" for k, v in values.items()))
     return 0
 
 

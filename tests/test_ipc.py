@@ -161,14 +161,3 @@ def test_talk_start_while_loading_fails_with_the_reason(qtbot, running_app):
     res = cli(qtbot, "talk-start")
     assert res.returncode == 1 and "still loading" in res.stderr
     app.pipeline.events.stage_state.emit("llm", "ready", "word-by-word")
-
-
-def test_a_second_launch_hands_its_settings_to_the_first(qtbot, running_app):
-    app = running_app
-    res = cli(qtbot, "--set", "llm.model=Tokyo.", "--set", "audio.max_record_s=9")
-    assert res.returncode == 0, res.stderr
-    assert "already running" in res.stdout and "llm" in res.stdout
-    assert app.settings.llm.model == "Tokyo." and app.controller.settings.audio.max_record_s == 9
-    from s2s_desktop import config
-
-    assert not config.settings_path().exists()  # launch-only: never saved

@@ -163,6 +163,16 @@ def test_prompt_level_changes_apply_without_reloading_anything(qtbot, make_dialo
     assert config.load(dialog.path)[0].llm.history_turns == 3
 
 
+def test_the_llm_temperature_has_a_field_and_applies_without_a_reload(qtbot, make_dialog):
+    dialog = make_dialog(on_apply=lambda new: [])
+    field = dialog.fields.widgets["llm.temperature"]
+    assert field.value() == 0.0 and field.maximum() >= 1.0
+    field.setValue(0.7)
+    click_apply(qtbot, dialog)
+    assert "No model needs reloading" in dialog.status.text()
+    assert saved(dialog)["llm"]["temperature"] == 0.7
+
+
 # ---------------------------------------------------------------- refusals
 
 

@@ -381,3 +381,70 @@ def test_the_real_settings_dialog_and_model_manager_open(qtbot, desktop):
     assert app._dialogs["settings"] is dialog
     dialog.close()
     models.close()
+
+
+def test_the_first_run_banner_goes_once_settings_are_saved(qtbot, desktop):
+    pytest.importorskip("s2s_desktop.ui.settings_dialog")
+    from s2s_desktop import config
+    from s2s_desktop.launch import Launch, first_run_choice
+
+    app = desktop()
+    app.launch = Launch(app.settings.copy(), None, first_run=first_run_choice())
+    app.actions.settings.trigger()
+    dialog = app._dialogs["settings"]
+    assert dialog.launch_note.isVisible()
+    assert dialog.launch_note.text().startswith("No settings saved yet")
+    dialog.fields.set("tts.speed", 1.25)
+    assert dialog.apply(), dialog.message.text()
+    assert config.settings_path().exists()
+    assert not dialog.launch_note.isVisible()  # it is no longer true
+    dialog.close()
+    app.actions.settings.trigger()  # reopened: still gone
+    assert app._dialogs["settings"] is dialog and dialog.isVisible()
+    assert not dialog.launch_note.isVisible()
+    dialog.close()
+
+
+def test_window_titles_name_the_app_once(qtbot, desktop, tmp_path):
+    """Qt appends the app's display name to every title (" — s2s-desktop")."""
+    pytest.importorskip("s2s_desktop.ui.settings_dialog")
+    pytest.importorskip("s2s_desktop.ui.model_manager")
+    from s2s_desktop.ui.first_run import FirstRunDialog
+
+    app = desktop(use_tray=False)
+    app.actions.settings.trigger()
+    app.actions.models.trigger()
+    first_run = FirstRunDialog(tmp_path)
+    qtbot.addWidget(first_run)
+    windows = [app.window, app.floating, app._dialogs["settings"], app._dialogs["models"],
+               first_run]
+    for window in windows:
+        title = window.windowTitle()
+        shown = title if title.endswith("s2s-desktop") else f"{title} — s2s-desktop"
+        assert shown.lower().replace(" ", "-").count("s2s-desktop") == 1, shown
+    for key in ("settings", "models"):
+        app._dialogs[key].close()
+
+
+def test_the_same_error_is_written_once_in_the_conversation_window(qtbot):
+    error = "llm model is not loaded: llm model not found at /m.gguf: check llm.model"
+    win = ConversationWindow()
+    qtbot.addWidget(win)
+    for turn, question in ((1, "Hello?"), (2, "Are you there?")):
+        win.on_transcript(turn, question)
+        win.show_state("error", error)  # the app's state changes before the window hears
+        win.on_turn_finished(FinishedTurn(turn=turn, transcript=question, reply="", spoken="",
+                                          reason=TurnReason.ERROR, error=error))
+    shown = win.view.toPlainText() + "\n" + win.status.text()
+    assert shown.count("llm model not found") == 1
+    assert "failed again: the same error" in win.view.toPlainText()
+    win.show_state("error", "the microphone is gone")  # another error: said where it is
+    assert win.status.text() == "the microphone is gone"
+
+
+def test_a_long_error_keeps_the_menus_state_line_short(qapp):
+    tray = TrayIcon(AppActions())
+    tray.show_state("error", "llm model not found at /home/user/" + "folder/" * 40)
+    line = tray.status_action.text()
+    assert line.startswith("Problem — llm model not found") and len(line) <= 80
+    assert line.endswith("…") and "folder/" * 40 in tray.toolTip()  # all of it on hover

@@ -288,3 +288,13 @@ def test_a_warm_up_at_start_leaves_the_microphone_closed():
     feeder.start()
     took = mic.warm_up(timeout_s=2.0)  # waits (in real time) for that first block
     assert took is not None and not mic.is_open and not sd.streams[-1].active
+
+
+def test_a_warm_up_that_hears_nothing_says_so_in_the_log(caplog):
+    sd = FakeSD()  # its streams deliver nothing unless fed
+    mic = Microphone(sd=sd, keep_open=False)
+    with caplog.at_level("INFO", logger="s2s_desktop.audio.microphone"):
+        assert mic.warm_up(timeout_s=0.1) is None
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "None" not in said and "no audio within" in said
+    assert not mic.is_open

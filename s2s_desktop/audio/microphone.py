@@ -127,7 +127,11 @@ class Microphone:
             took = self.open_to_first_sample_ms
             if not self.keep_open:
                 self.close()
-        log.info("microphone warmed up: first audio after %s ms", took)
+        if took is None:
+            log.info("microphone warm-up: no audio within %.0f s (the first press may wait "
+                     "for the sound system)", timeout_s)
+        else:
+            log.info("microphone warmed up: first audio after %.0f ms", took)
         return took
 
     def close(self) -> None:

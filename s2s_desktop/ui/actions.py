@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu
 
 from ..controller import LISTENING, LOADING, SPEAKING, THINKING
 
@@ -41,6 +42,23 @@ class AppActions(QObject):
             self.pause_hotkey,
             self.quit,
         ]
+
+    def fill_menu(self, menu: QMenu) -> QAction:
+        """The tray's menu (and the floating window's right-click one): the state line first,
+        greyed, then the controls. Returns the state line."""
+        status = menu.addAction("s2s-desktop")
+        status.setEnabled(False)  # menu bars that never show tooltips (macOS) still say it
+        menu.addSeparator()
+        for action in self.all():
+            if action is self.pause_hotkey or action is self.quit:
+                menu.addSeparator()
+            menu.addAction(action)
+        return status
+
+    def insert_after_talk(self, menu: QMenu, extras: list[QAction]) -> None:
+        after_talk = menu.actions()[menu.actions().index(self.talk) + 1]
+        for action in extras:
+            menu.insertAction(after_talk, action)
 
     def show_state(self, state: str) -> None:
         self.talk.setText(TALK_LABELS.get(state, "Talk"))

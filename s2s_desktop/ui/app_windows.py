@@ -57,7 +57,7 @@ class AppWindows:
                 saved=self.launch.base(),
                 launch_note=self._launch_note(),
             )
-            dialog.saved_changed.connect(self._saved_changed)
+            dialog.saved_changed.connect(self.settings_saved)
             return dialog
 
         widget = self._open_window(
@@ -76,9 +76,12 @@ class AppWindows:
             return f"No settings saved yet. {self.launch.first_run.summary()}"
         return ""
 
-    def _saved_changed(self, saved: config.Settings) -> None:
+    def settings_saved(self, saved: config.Settings) -> None:
         self.launch.saved = saved.copy()
         self.launch.first_run = None  # a settings file now says which models run
+        dialog = self._dialogs.get("settings")
+        if dialog is not None:  # "No settings saved yet" is no longer true
+            dialog.set_launch_note(self._launch_note())
 
     def open_models(self, offer: list[str] | None = None) -> None:
         def make(module):
@@ -102,7 +105,7 @@ class AppWindows:
         except (OSError, S2SError) as exc:
             self.show_notice(f"Could not switch models: {exc}", error=True)
             return
-        self._saved_changed(saved)
+        self.settings_saved(saved)
         reloading = self.apply_settings(settings)
         self.show_notice(
             f"Saved; loading {', '.join(reloading)}…" if reloading else "Already in use"

@@ -75,7 +75,7 @@ class ConversationWindow(QWidget):
         parent=None,
     ):
         super().__init__(parent)
-        self.setWindowTitle("s2s-desktop — Conversation")
+        self.setWindowTitle("Conversation")  # Qt appends the app name
         self.setWindowIcon(state_icon(AppState.IDLE))
         self.resize(520, 600)
         self.history = history
@@ -92,6 +92,7 @@ class ConversationWindow(QWidget):
                 ex.stt_while_speaking,
             )
         self.state = AppState.IDLE  # the app's state: what the running turn says
+        self.detail = ""  # what the app says about that state (an error, the progress)
         self.follow = True  # keep the newest turn in view until the user scrolls up
 
         self.view = QTextBrowser()
@@ -162,14 +163,23 @@ class ConversationWindow(QWidget):
             entry.assistant = kept
         self._render_timer.stop()
         self.render()  # the turn is over: nothing more to coalesce
+        if rec.error:
+            self._show_detail()
 
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
-        self.status.setText("" if detail == "Ready" else detail)
+        self.detail = detail
+        self._show_detail()
         self.ask_bar.show_state(state)
         if state != self.state:
             self.state = state
             if any(not e.reason for e in self.entries.values()):
                 self._changed()  # the running turn's words follow the state
+
+    def _show_detail(self) -> None:
+        newest = next(reversed(self.entries.values()), None)
+        # a turn's error is written under its question: the status line does not repeat it
+        said = newest is not None and newest.error == self.detail != ""
+        self.status.setText("" if self.detail == "Ready" or said else self.detail)
 
     def show_notice(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
@@ -253,8 +263,10 @@ class ConversationWindow(QWidget):
                 "something. The conversation appears here.</p>"
             )
         else:
+            entries = list(self.entries.values())
             body = "".join(
-                self._entry_html(e, self.state, i) for i, e in enumerate(self.entries.values())
+                self._entry_html(e, self.state, i, bool(i and e.error == entries[i - 1].error))
+                for i, e in enumerate(entries)
             )
         self.view.setHtml(f"<html><body>{body}</body></html>")
         bar.setValue(bar.maximum() if self.follow else kept)
@@ -271,7 +283,9 @@ class ConversationWindow(QWidget):
         self.status.setText("Copied the question" if who == "user" else "Copied the answer")
 
     @staticmethod
-    def _entry_html(e: Entry, state: str = AppState.THINKING, index: int | None = None) -> str:
+    def _entry_html(
+        e: Entry, state: str = AppState.THINKING, index: int | None = None, same_error=False
+    ) -> str:
         def esc(text: str) -> str:
             return html.escape(text).replace("\n", "<br>")
 
@@ -298,8 +312,9 @@ class ConversationWindow(QWidget):
             reply = "<i style='color:gray'>(no reply: the app stopped before answering)</i>"
         elif e.reason == TurnReason.INTERRUPTED:
             reply += " <i style='color:gray'>(interrupted)</i>"
-        elif e.reason == TurnReason.ERROR:
-            reply += f" <span style='color:#c62828'>({esc(e.error or 'failed')})</span>"
+        elif e.reason == TurnReason.ERROR:  # the same error as the turn above: said once
+            error = "failed again: the same error" if same_error else esc(e.error or "failed")
+            reply += f" <span style='color:#c62828'>({error})</span>"
         answer_link = copy_link("assistant") if e.reason and e.assistant.strip() else ""
         parts.append(f"<p><b style='color:#1e7fd8'>Assistant</b>{answer_link}<br>{reply}</p>")
         line = latency_line(e.timings_ms, e.stt_while_speaking)

@@ -106,7 +106,7 @@ class FirstRunDialog(QDialog):
         super().__init__(parent)
         self.settings_dir = Path(settings_dir)
         self.platform = platform
-        self.setWindowTitle("Welcome to S2S Desktop")
+        self.setWindowTitle("Welcome")  # Qt appends the app name
         self.setMinimumWidth(520)
 
         intro = QLabel(

@@ -1,17 +1,19 @@
 """Where the desktop has no tray: a small tool window with the same controls, at a screen edge
 (or where the user last put it), never kept on top of the app's dialogs. Its Talk button works
-like the hotkey — hold it while you speak (or click twice in toggle mode)."""
+like the hotkey — hold it while you speak (or click twice in toggle mode). Right-click opens
+the tray's menu; Stop Speaking, Copy Last Answer and running timers have buttons too."""
 
 from __future__ import annotations
 
 import sys
 
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import (
     QGridLayout,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QProgressBar,
     QPushButton,
     QToolButton,
@@ -22,12 +24,14 @@ from PySide6.QtWidgets import (
 from ..states import AppState
 from .actions import AppActions
 from .icons import state_icon
-from .tray import STATE_WORDS, tooltip_text
+from .tasks import ERROR_STYLE
+from .tray import STATE_WORDS, cut, menu_status_text, tooltip_text
 from .window_state import save_position, saved_position
 
 WIDTH = 320
 EDGE_MARGIN = 16
 POSITION_KEY = "floating"
+MAX_DETAIL_CHARS = 280  # a longer message is cut here; its tooltip has all of it
 # a tool window (no taskbar entry) where that is a normal window; macOS hides tool windows
 # whenever another app is in front
 FLAGS = Qt.WindowType.Window if sys.platform == "darwin" else Qt.WindowType.Tool
@@ -51,7 +55,6 @@ class FloatingWindow(QWidget):
         self.state_label.setStyleSheet("font-weight: 600")
         self.detail_label = QLabel()
         self.detail_label.setWordWrap(True)
-        self.detail_label.setStyleSheet("color: palette(mid)")
         self.meter = QProgressBar()
         self.meter.setRange(0, 100)
         self.meter.setTextVisible(False)
@@ -87,11 +90,15 @@ class FloatingWindow(QWidget):
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
             tools.addWidget(button, i // 2, i % 2)
             self.tool_buttons[action.text()] = button
+        self.extras = QHBoxLayout()  # Stop Speaking, Copy Last Answer, Timers (add_extras)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.meter)
         layout.addWidget(self.talk)
+        layout.addLayout(self.extras)
         layout.addLayout(tools)
+        self.menu = QMenu(self)  # right-click: the tray's menu
+        self.status_action = actions.fill_menu(self.menu)
 
         self._meter_timer = QTimer(self, interval=50)
         self._meter_timer.timeout.connect(self._update_meter)
@@ -99,6 +106,30 @@ class FloatingWindow(QWidget):
         self._save_timer.timeout.connect(lambda: save_position(POSITION_KEY, self.x(), self.y()))
         self._placed = False
         self.show_state(AppState.LOADING, "")
+
+    def add_extras(self, extras: list[QAction]) -> None:
+        """The everyday actions the tray menu has after Talk: in the menu, and as buttons."""
+        self.actions.insert_after_talk(self.menu, extras)
+        for action in extras:
+            button = QToolButton()
+            button.setDefaultAction(action)
+            button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+            if action.menu() is not None:  # Timers: its menu opens at a click
+                button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+            self.extras.addWidget(button)
+            self.tool_buttons[action.text()] = button
+            # a button follows its action's text and enabled state, not whether it is shown
+            button.setHidden(not action.isVisible())
+            action.changed.connect(lambda b=button, a=action: self._follow(b, a))
+        self.fit_height()
+
+    def _follow(self, button: QToolButton, action: QAction) -> None:
+        if button.isHidden() == action.isVisible():
+            button.setHidden(not action.isVisible())
+            self.fit_height()
+
+    def contextMenuEvent(self, event) -> None:
+        self.menu.popup(event.globalPos())
 
     # ------------------------------------------------------------------ where it sits
     def showEvent(self, event) -> None:
@@ -141,9 +172,11 @@ class FloatingWindow(QWidget):
     def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
         self.icon.setPixmap(state_icon(state).pixmap(32, 32))
         self.state_label.setText(STATE_WORDS.get(state, state))
-        # the detail line: what failed, the loading progress, or how to talk
-        lines = tooltip_text(state, detail, hotkey).split("\n")[1:]
-        self._set_detail("\n".join(lines))
+        # the detail line: what failed, the loading progress, or (no error) how to talk
+        error = state == AppState.ERROR
+        text = tooltip_text(state, detail, None if error else hotkey)
+        self.status_action.setText(menu_status_text(text))
+        self._set_detail("\n".join(text.split("\n")[1:]), error)
         self.talk.setEnabled(state != AppState.LOADING)
         self.talk.setText(
             {
@@ -161,20 +194,33 @@ class FloatingWindow(QWidget):
             self.meter.setValue(0)
 
     def show_notice(self, text: str, error: bool = False) -> None:
-        self._set_detail(text)
+        self._set_detail(text, error)
 
-    def _set_detail(self, text: str) -> None:
-        self.detail_label.setText(text)
+    def _set_detail(self, text: str, error: bool = False) -> None:
+        shown = cut(text, MAX_DETAIL_CHARS)
+        self.detail_label.setText(shown)
+        self.detail_label.setToolTip(text if shown != text else "")
+        self.detail_label.setStyleSheet(ERROR_STYLE if error else "")
         self.fit_height()
 
     def fit_height(self) -> None:
-        """As tall as the wrapped message needs at the fixed width: nothing is cut off."""
+        """As tall as the wrapped message needs at the fixed width, and never past the screen
+        (a longer message is cut, see MAX_DETAIL_CHARS)."""
         layout = self.layout()
         if layout is None:
             return
         layout.activate()
         height = max(self.minimumSizeHint().height(), self.heightForWidth(WIDTH))
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is not None:
+            height = min(height, screen.availableGeometry().height() - 2 * EDGE_MARGIN)
         self.setFixedHeight(height)
+        if self._placed and screen is not None:  # grown past the bottom edge: move it up
+            area = screen.availableGeometry()
+            over = self.frameGeometry().bottom() - (area.bottom() - EDGE_MARGIN)
+            if over > 0:
+                self.move(self.x(), max(area.top(), self.y() - over))
+
     def _update_meter(self) -> None:
         level = float(self._level()) if self._level is not None else 0.0
         self.meter.setValue(int(min(1.0, level * 4) * 100))  # speech RMS ≈ 0.05–0.25

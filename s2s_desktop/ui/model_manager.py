@@ -55,7 +55,7 @@ class ModelManagerWindow(QWidget):
         parent=None,
     ):
         super().__init__(parent)
-        self.setWindowTitle("s2s-desktop — Models")
+        self.setWindowTitle("Models")  # Qt appends the app name
         self.setWindowIcon(app_icon())
         self.resize(980, 560)
         self.manager = manager or ModelManager(settings=settings)

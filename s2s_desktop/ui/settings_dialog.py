@@ -11,8 +11,6 @@ and, given the pipeline's events, when each is ready again or why it failed.
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,22 +31,19 @@ from PySide6.QtWidgets import (
 )
 
 from .. import config, devices
-from ..errors import ModelNotFound, S2SError, SettingsError
-from ..hotkey.combo import parse_combo
+from ..errors import S2SError, SettingsError
 from ..launch import changed_keys, with_changes
-from ..models.resolve import looks_like_repo_id, resolve_model
 from ..states import StageState
 from .audio_settings import AudioTab
 from .dictation_settings import add_dictation_rows
 from .form_fields import Fields
 from .hotkey_edit import HotkeyEdit, taken_by_desktop
 from .idle_settings import add_unload_row
-from .language_check import language_problems, voice_label
+from .language_check import voice_label
 from .model_settings import STAGE_NAMES, ComputeTab, ModelsTab
 from .server_settings import ServerTab
+from .settings_checks import known_models, settings_problems
 from .tasks import ERROR_STYLE
-
-log = logging.getLogger(__name__)
 
 SHORT = {"vad": "VAD", "stt": "Speech to text", "llm": "Language model", "tts": "Voice"}
 LANGUAGES = [
@@ -73,35 +68,6 @@ LANGUAGES = [
 ]
 
 
-def is_local_ref(ref: str) -> bool:
-    """A model reference that names a path or an installed package (not a Hub id)."""
-    expanded = os.path.expanduser(ref)
-    return ref.startswith(("pkg:", "./", "../", ".\\", "..\\", "~")) or os.path.isabs(expanded)
-
-
-def model_problems(new: config.Settings, old: config.Settings) -> tuple[list[str], list[str]]:
-    """(refusals, notes): local models that do not exist; Hub models not downloaded yet."""
-    problems, notes = [], []
-    for stage in ("stt", "llm", "tts"):
-        section, before = getattr(new, stage), getattr(old, stage)
-        ref = section.model
-        if not ref or (ref, getattr(section, "model_file", "")) == (
-            before.model,
-            getattr(before, "model_file", ""),
-        ):
-            continue  # unchanged: it was checked when it was chosen
-        file = getattr(section, "model_file", "")
-        try:
-            if is_local_ref(ref):
-                base = Path(os.path.expanduser(ref))
-                resolve_model(ref, stage, file if file and not base.is_file() else "")
-            elif looks_like_repo_id(ref):
-                resolve_model(ref, stage)
-        except ModelNotFound as exc:
-            (problems if is_local_ref(ref) else notes).append(str(exc))
-    return problems, notes
-
-
 class SettingsDialog(QDialog):
     applied = Signal(object)  # the new Settings, after they were saved
     saved_changed = Signal(object)  # what the settings file now holds
@@ -121,7 +87,7 @@ class SettingsDialog(QDialog):
         launch_note: str = "",
     ):
         super().__init__(parent)
-        self.setWindowTitle("s2s-desktop — Settings")
+        self.setWindowTitle("Settings")  # Qt appends the app name
         self.resize(740, 640)  # the Models tab needs ~740 wide; Compute grows during a download
         self.on_apply = on_apply
         self.path = path
@@ -132,14 +98,14 @@ class SettingsDialog(QDialog):
         self.fields = Fields()
 
         self.tabs = QTabWidget()
-        self.launch_note = QLabel(launch_note)
+        self.launch_note = QLabel()
         self.launch_note.setWordWrap(True)
         self.launch_note.setStyleSheet("background: #fff4ce; color: #3b2f00; padding: 6px")
-        self.launch_note.setVisible(bool(launch_note))
+        self.set_launch_note(launch_note)
         self.tabs.addTab(self._general_tab(), "General")
         self.audio = AudioTab(self.fields, sd=sd)
         self.tabs.addTab(self.audio, "Audio")
-        models = self._known_models(manager, settings)
+        models = known_models(settings, manager)
         self.known_models = models
         self.models = ModelsTab(self.fields, models, self.say)
         self.tabs.addTab(self.models, "Models")
@@ -240,6 +206,11 @@ class SettingsDialog(QDialog):
         tokens.setSingleStep(20)
         tokens.setSuffix(" tokens")
         form.addRow("Reply length (at most):", self.fields.bind("llm.max_new_tokens", tokens))
+        temperature = QDoubleSpinBox()
+        temperature.setRange(0.0, 2.0)
+        temperature.setSingleStep(0.1)
+        temperature.setToolTip("0: the same question gets the same answer; higher: more varied")
+        form.addRow("Temperature:", self.fields.bind("llm.temperature", temperature))
         turns = QSpinBox()
         turns.setRange(0, 200)
         turns.setSuffix(" exchanges")
@@ -258,18 +229,6 @@ class SettingsDialog(QDialog):
         )
         return tab
 
-    @staticmethod
-    def _known_models(manager, settings):
-        try:
-            if manager is None:
-                from ..models.manager import ModelManager
-
-                manager = ModelManager(settings=settings)
-            return manager.list()
-        except S2SError as exc:  # an unreadable catalog must not keep settings from opening
-            log.warning("model list unavailable: %s", exc)
-            return []
-
     # ------------------------------------------------------------------ settings in, out
     def load_settings(self, settings: config.Settings) -> None:
         """Show `settings` (the app calls this when they changed elsewhere)."""
@@ -280,6 +239,11 @@ class SettingsDialog(QDialog):
         self.models.sync_all()
         self.server.load(self.settings)
         self._check_hotkey(self.settings.hotkey.combo)
+
+    def set_launch_note(self, text: str) -> None:
+        """The banner over the tabs: what this launch runs, if not the saved settings."""
+        self.launch_note.setText(text)
+        self.launch_note.setVisible(bool(text))
 
     def _check_hotkey(self, combo: str) -> None:
         why = taken_by_desktop(combo)
@@ -294,22 +258,7 @@ class SettingsDialog(QDialog):
 
     def problems(self, new: config.Settings) -> tuple[list[str], list[str]]:
         """(reasons to refuse, notes to show) for `new`."""
-        refusals = []
-        try:
-            config.validate(new)
-        except SettingsError as exc:
-            refusals.append(str(exc))
-        try:
-            parse_combo(new.hotkey.combo)
-        except SettingsError as exc:
-            refusals.append(str(exc))
-        refusals += devices.validate_devices(new, self.platform)
-        missing, notes = model_problems(new, self.settings)
-        wrong_language, language_notes = language_problems(new, self.known_models)
-        why = taken_by_desktop(new.hotkey.combo)
-        if why and new.hotkey.combo != self.settings.hotkey.combo:
-            notes.append(f"Talk shortcut {new.hotkey.combo}: {why}")
-        return refusals + missing + wrong_language, notes + language_notes
+        return settings_problems(new, self.settings, self.platform, self.known_models)
 
     def apply(self) -> bool:
         try:

@@ -27,19 +27,26 @@ def tooltip_text(state: str, detail: str, hotkey: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+MENU_STATUS_CHARS = 80  # a menu as wide as a long error would cover the screen
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit` - 1 characters and "…"."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def menu_status_text(tooltip: str) -> str:
+    """The menu's greyed first line: the state and what is happening, from the tooltip."""
+    return cut(" — ".join(tooltip.split("\n")[:2]).replace("s2s-desktop — ", "", 1),
+               MENU_STATUS_CHARS)
+
+
 class TrayIcon(QSystemTrayIcon):
     def __init__(self, actions: AppActions, parent=None):
         super().__init__(parent)
         self.actions = actions
         self.menu = QMenu()
-        # the state, first and greyed: menu bars that never show tooltips (macOS) still say it
-        self.status_action = self.menu.addAction("s2s-desktop")
-        self.status_action.setEnabled(False)
-        self.menu.addSeparator()
-        for action in actions.all():
-            if action is actions.pause_hotkey or action is actions.quit:
-                self.menu.addSeparator()
-            self.menu.addAction(action)
+        self.status_action = actions.fill_menu(self.menu)
         self.setContextMenu(self.menu)
         self.state = ""
         self.show_state(AppState.LOADING, "")
@@ -52,9 +59,7 @@ class TrayIcon(QSystemTrayIcon):
         self.actions.show_state(state)
         text = tooltip_text(state, detail, hotkey)
         self.setToolTip(text)
-        self.status_action.setText(
-            " — ".join(text.split("\n")[:2]).replace("s2s-desktop — ", "", 1)
-        )
+        self.status_action.setText(menu_status_text(text))
 
     def show_notice(self, text: str, error: bool = False) -> None:
         if self.isVisible() and self.supportsMessages():
