@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from . import config
 from .audio.microphone import Microphone
 from .audio.speaker import SpeakerSink
+from .audio_format import TTS_DEFAULT_RATE
 from .controller import ERROR, IDLE, LISTENING, AppController
 from .errors import AudioDeviceError, S2SError
 from .history import Exchange, History, current_conversation
@@ -195,7 +196,7 @@ class DesktopApp(AppWindows, QObject):
         if state == LISTENING and not self.speaker.is_open:
             engine = self.pipeline.tts.engine
             try:
-                self.speaker.open(int(getattr(engine, "sample_rate", 22050)))
+                self.speaker.open(int(getattr(engine, "sample_rate", TTS_DEFAULT_RATE)))
             except AudioDeviceError as exc:
                 self.show_notice(str(exc), error=True)
         elif state in (IDLE, ERROR) and self.speaker.is_open:

@@ -19,13 +19,16 @@ from typing import Any, get_type_hints
 
 import platformdirs
 
+from . import host
 from .errors import SettingsError
+from .states import STAGES
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 APP_NAME = "s2s-desktop"
 DEVICES = ("auto", "cpu", "cuda", "mps", "mlx")
+TTS_BITS = (0, 4, 6, 8, 16)  # MLX voice precision: 0 = as the repo is named, 16 = bf16
 RETIRED = ("allow_pickle",)  # keys older versions saved: dropped without a warning
 LIVE = "applies_live"  # field metadata: the next turn reads it, no model reloads for it
 
@@ -169,8 +172,6 @@ class Settings:
         return from_dict(self.to_dict())
 
 
-STAGES = ("vad", "stt", "llm", "tts")
-
 # Profiles: dotted keys applied over the defaults. Model refs: a local path, "pkg:MODULE/PATH"
 # (a file or folder inside an installed Python package) or a Hugging Face repo id.
 PROFILES: dict[str, dict[str, Any]] = {
@@ -198,12 +199,6 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-def apple_silicon() -> bool:
-    import platform
-
-    return sys.platform == "darwin" and platform.machine() == "arm64"
-
-
 PIPER_LESSAC = {
     "tts.backend": "piper",
     "tts.model": "rhasspy/piper-voices",
@@ -228,7 +223,7 @@ def kokoro_english_installed() -> bool:
 
 
 def _auto_profile() -> dict[str, Any]:
-    if apple_silicon():
+    if host.apple_silicon():
         return {
             "device": "auto",
             "stt.backend": "mlx-whisper",
@@ -374,10 +369,17 @@ def validate(s: Settings) -> None:
         raise SettingsError("audio.earcon_volume must be between 0 and 1")
     if s.audio.max_record_s <= 0:
         raise SettingsError("audio.max_record_s must be positive")
-    if s.tts.bits not in (0, 4, 6, 8, 16):
-        raise SettingsError("tts.bits must be 0 (bf16), 4, 6 or 8")
+    check_tts_bits(s.tts.bits)
     if not 0.25 <= s.tts.speed <= 4.0:
         raise SettingsError("tts.speed must be between 0.25 and 4")
+
+
+def check_tts_bits(bits: int) -> None:
+    if bits not in TTS_BITS:
+        accepted = ", ".join(str(b) for b in TTS_BITS)
+        raise SettingsError(
+            f"tts.bits: {bits} is not one of {accepted} (0 = as the model is named, 16 = bf16)"
+        )
 
 
 def _reload_keys(section) -> dict:
@@ -488,18 +490,12 @@ def load(path: Path | None = None) -> tuple[Settings, list[str]]:
         return Settings(), warnings
 
 
-def resolve(profile: str | None, overrides: dict[str, Any] | None = None,
-            path: Path | None = None, use_file: bool = True) -> tuple[Settings, list[str]]:
-    """Settings for one launch: file (or, at first run, what is on disk), then profile, then
-    --set overrides."""
-    if use_file and path is None:
-        from .launch import resolve_launch
-
-        launch = resolve_launch(profile, overrides)
-        return launch.settings, launch.warnings
-    s, warnings = load(path) if use_file else (Settings(), [])
+def for_profile(profile: str | None, overrides: dict[str, Any] | None = None) -> Settings:
+    """The defaults, then a profile, then --set style overrides: no settings file involved
+    (what one launch runs, file included, is `launch.resolve_launch`)."""
+    s = Settings()
     if profile:
         apply_overrides(s, profile_overrides(profile))
     if overrides:
         apply_overrides(s, overrides)
-    return s, warnings
+    return s

@@ -15,11 +15,11 @@ from typing import Protocol
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from .config import STAGES, Settings
-from .engines.base import SAMPLE_RATE
+from .audio_format import SAMPLE_RATE
+from .config import Settings
 from .errors import AudioDeviceError
 from .pipeline.turns import FinishedTurn
-from .states import AppState, StageState, TurnReason
+from .states import STAGES, AppState, StageState, TurnReason
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ class AppController(QObject):
             source=source,
             released_at=released_at,
             submitted_at=self.clock(),
-            audio_s=round(len(audio) / 16000, 2),
+            audio_s=round(len(audio) / SAMPLE_RATE, 2),
         )
         self._set(THINKING, "Thinking…")
         self.turn_submitted.emit(turn)

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from . import config
+from . import config, host
 from .errors import S2SError
+from .states import MODEL_STAGES
 
 log = logging.getLogger(__name__)
 
-MODEL_STAGES = ("stt", "llm", "tts")
 STAGE_WORDS = {"stt": "speech-to-text", "llm": "language model", "tts": "voice"}
 
 
@@ -120,7 +120,7 @@ class Launch:
 
 
 def _auto_tag() -> str:
-    return "auto-apple" if config.apple_silicon() else "auto"
+    return "auto-apple" if host.apple_silicon() else "auto"
 
 
 def _matches(settings: config.Settings, keys: dict) -> bool:

@@ -17,6 +17,20 @@ class AppState(StrEnum):
     ERROR = "error"
 
 
+class Stage(StrEnum):
+    """The pipeline's engine stages, in the order audio flows through them; each is also the
+    name of its settings section (`settings.vad`, …)."""
+
+    VAD = "vad"
+    STT = "stt"
+    LLM = "llm"
+    TTS = "tts"
+
+
+STAGES = tuple(Stage)
+MODEL_STAGES = (Stage.STT, Stage.LLM, Stage.TTS)  # the stages whose model the user chooses
+
+
 class StageState(StrEnum):
     LOADING = "loading"
     READY = "ready"

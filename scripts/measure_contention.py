@@ -81,7 +81,7 @@ def together(llm, tts) -> tuple[float, float]:
 
 def measure(profile: str, layout, rounds: int) -> dict:
     llm_threads, tts_threads = layout
-    s, _ = config.resolve(profile, use_file=False)
+    s = config.for_profile(profile)
     s.llm.threads = llm_threads
     onnx_options(tts_threads)
     llm = registry.create("llm", s.llm, "cpu")

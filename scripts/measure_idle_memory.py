@@ -34,7 +34,7 @@ def one_run(profile: str) -> dict:
     from s2s_desktop import config
     from s2s_desktop.pipeline.runner import HeadlessSession
 
-    settings, _ = config.resolve(profile, use_file=False)
+    settings = config.for_profile(profile)
     session = HeadlessSession(settings)
     unloaded = []
     session.pipeline.events.stage_state.connect(

@@ -63,7 +63,7 @@ def main() -> int:
     ap.add_argument("--drop", type=int, default=2, help="the partial's last words not forced")
     args = ap.parse_args()
 
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = config.for_profile("starter")
     stt = registry.create("stt", settings.stt, "cpu")
     stt.load()
     stt.warmup()

@@ -53,7 +53,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--voices", default="en-us,en,en-gb-x-rp")
     args = ap.parse_args()
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = config.for_profile("starter")
     stt = registry.create("stt", settings.stt, "cpu")
     stt.load()
     stt.warmup()

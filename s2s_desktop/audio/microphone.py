@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..engines.base import SAMPLE_RATE
+from ..audio_format import SAMPLE_RATE
 from ..errors import AudioDeviceError
 from .devices_by_name import device_label, find_device, import_sounddevice
 

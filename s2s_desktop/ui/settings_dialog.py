@@ -37,7 +37,7 @@ from ..errors import ModelNotFound, S2SError, SettingsError
 from ..hotkey.combo import parse_combo
 from ..launch import changed_keys, with_changes
 from ..models.resolve import looks_like_repo_id, resolve_model
-from ..states import StageState
+from ..states import MODEL_STAGES, StageState
 from .audio_settings import AudioTab
 from .dictation_settings import add_dictation_rows
 from .form_fields import Fields
@@ -82,7 +82,7 @@ def is_local_ref(ref: str) -> bool:
 def model_problems(new: config.Settings, old: config.Settings) -> tuple[list[str], list[str]]:
     """(refusals, notes): local models that do not exist; Hub models not downloaded yet."""
     problems, notes = [], []
-    for stage in ("stt", "llm", "tts"):
+    for stage in MODEL_STAGES:
         section, before = getattr(new, stage), getattr(old, stage)
         ref = section.model
         if not ref or (ref, getattr(section, "model_file", "")) == (
