@@ -75,7 +75,7 @@ class AppController(QObject):
         self._question = ""  # the typed question
         self._release_at: float | None = None  # release waiting out its grace
         self._speaking_ended = 0.0  # pre-roll never reaches back into the assistant's voice
-        self._steps = 0  # counts transitions: an effect's failure moves the machine on
+        self._depth = 0  # dispatches running: the outermost one shows the state
         self._shown = (self.state, self.detail)  # what state_changed last said
         # earcons: play(name) -> monotonic time by which the sound has been heard (0: none)
         self.sounds = None
@@ -257,24 +257,29 @@ class AppController(QObject):
 
     # ------------------------------------------------------------------ the machine
     def _dispatch(self, event: Event) -> None:
-        """One transition: the new situation, its effects in order, then the state shown. An
-        effect that fails (the microphone) dispatches its own event, which wins."""
+        """One transition: the new situation, its effects in order, then the state shown.
+
+        An effect that fails (the microphone) returns False after dispatching its own event,
+        which wins: the rest of the effects do not run. Events an effect causes on the way
+        (the pipeline closing the interrupted turn) are handled at once, and the state is
+        shown once, when the outermost event is done."""
         before = self.situation
         after, effects = transition(before, event)
         self.situation = after
-        self._steps += 1
-        step = self._steps
         if after.state != before.state or effects:
             log.debug("%s: %s → %s %s", event, before.state, after.state, list(effects))
+        self._depth += 1
         try:
             for effect in effects:
-                getattr(self, "_do_" + effect.name.lower())()
-                if self._steps != step:
-                    return
+                if getattr(self, "_do_" + effect.name.lower())() is False:
+                    break
         except Exception:
             self.situation = before  # what ran stays done; the state does not move
             raise
-        self._set(after.state, self._detail(after))
+        finally:
+            self._depth -= 1
+        if self._depth == 0:
+            self._set(self.situation.state, self._detail(self.situation))
 
     def _detail(self, now: Situation) -> str:
         if now.state == LOADING:
@@ -287,9 +292,11 @@ class AppController(QObject):
         return {IDLE: "Ready", LISTENING: "Listening…", THINKING: "Thinking…",
                 SPEAKING: "Speaking…"}[now.state]
 
-    def _device_failed(self, exc: AudioDeviceError) -> None:
+    def _device_failed(self, exc: AudioDeviceError) -> bool:
+        """The microphone failed: its event moves the machine on. False: the effect failed."""
         self.last_error = self.error_now = str(exc)
         self._dispatch(Event.DEVICE_ERROR)
+        return False
 
     # ------------------------------------------------------------------ effects
     def _do_barge_in(self) -> None:
@@ -297,7 +304,7 @@ class AppController(QObject):
         self.pipeline.interrupt()  # barge-in: playback stops before we start recording
         self._barge_in["interrupted_at"] = self.clock()
 
-    def _do_start_recording(self) -> None:
+    def _do_start_recording(self) -> bool:
         source, at = self._press
         info, self._barge_in = self._barge_in, {}
         # no pre-roll after a barge-in: it holds the assistant's own voice
@@ -327,27 +334,26 @@ class AppController(QObject):
             self.recorder.start_recording(since=since, on_chunk=on_chunk)
             preroll[0] = None  # from now on every chunk is live
         except AudioDeviceError as exc:
-            self._device_failed(exc)
-            return
+            return self._device_failed(exc)
         self.turn_info = {"id": turn, "source": source, "pressed_at": at, **info}
         self._pressed_at, self._source = at, source
         self.error_now = ""
         self._cap.start(int(self.settings.audio.max_record_s * 1000))
         self._watchdog.start()
+        return True
 
     def _do_start_release_grace(self) -> None:
         self._release_at = self._key_up_at
         self._grace.start(max(0, self.settings.hotkey.release_grace_ms))
         self.pipeline.key_up(self.current_turn)  # STT need not wait out the grace
 
-    def _do_submit_recording(self) -> None:
+    def _do_submit_recording(self) -> bool:
         self._stop_timers()
         self._pressed_at = None
         try:
             audio = self.recorder.stop_recording()
         except AudioDeviceError as exc:
-            self._device_failed(exc)
-            return
+            return self._device_failed(exc)
         released_at = self._released_at
         self.pipeline.end_turn(self.current_turn, released_at=released_at)
         self.turn_info.update(
@@ -356,6 +362,7 @@ class AppController(QObject):
             submitted_at=self.clock(),
             audio_s=round(len(audio) / SAMPLE_RATE, 2),
         )
+        return True
 
     def _drop_recording(self, reason: str) -> None:
         """A recording that will not become a turn (tap, cancel, lost device)."""

@@ -115,7 +115,8 @@ def _press(now: Situation) -> Step:
         return _stay(now, Effect.HINT_LOADING)
     if now.models is Readiness.FAILED:
         return _stay(now, Effect.HINT_CANNOT_LISTEN)
-    barge_in = (Effect.BARGE_IN,) if now.state.answering else ()
+    # barge-in: the reply stops first, and the new recording's pre-roll starts after it
+    barge_in = (Effect.BARGE_IN, Effect.NOTE_REPLY_ENDED) if now.state.answering else ()
     return _go(
         now, LISTENING, *barge_in, Effect.START_RECORDING, Effect.OPEN_SPEAKER, error_shown=False
     )

@@ -230,6 +230,33 @@ def test_press_while_speaking_is_barge_in_without_preroll(qtbot, rig):
     assert [s["turn"] for s in pipe.submitted] == [1, 2]
 
 
+def test_barge_in_records_though_the_pipeline_closes_the_old_turn_at_once(qtbot, rig):
+    """The real Pipeline.interrupt() closes the interrupted turn in the calling thread: its
+    turn_finished arrives in the middle of the press, which must still start recording."""
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    hold(qtbot, c)
+    qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+    pipe.events.first_audio.emit(1)
+    qtbot.waitUntil(lambda: c.state == "speaking")
+    interrupt = pipe.interrupt
+
+    def interrupt_closing_the_turn(reason="interrupted"):
+        pipe.finish(pipe.turn, reason="interrupted")  # a direct connection: handled at once
+        return interrupt(reason)
+
+    pipe.interrupt = interrupt_closing_the_turn
+    c.states.clear()
+    c.hotkey_pressed()
+    assert c.state == "listening" and len(rec.started) == 2 and rec.recording
+    assert {"interrupt_pressed_at", "interrupted_at"} <= set(c.turn_info)
+    assert c.states == ["listening"]  # shown once, when the recording runs
+    qtbot.wait(200)
+    c.hotkey_released()
+    qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+    assert [s["turn"] for s in pipe.submitted] == [1, 2]
+
+
 def test_preroll_never_reaches_back_into_the_last_reply(qtbot, rig):
     c, pipe, rec = rig()
     ready(qtbot, c, pipe)
