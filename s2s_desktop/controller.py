@@ -243,6 +243,10 @@ class AppController(QObject):
             reason=rec.reason,
             timings_ms=rec.timings_ms,
         )
+        if self._depth:
+            # closed by the effect running now (a barge-in, a dropped recording, a typed
+            # question): the event behind that effect has decided the state already
+            return
         if rec.reason == TurnReason.ERROR:
             if self.state.answering:
                 self.last_error = self.error_now = rec.error or "the turn failed"
@@ -260,9 +264,8 @@ class AppController(QObject):
         """One transition: the new situation, its effects in order, then the state shown.
 
         An effect that fails (the microphone) returns False after dispatching its own event,
-        which wins: the rest of the effects do not run. Events an effect causes on the way
-        (the pipeline closing the interrupted turn) are handled at once, and the state is
-        shown once, when the outermost event is done."""
+        which wins: the rest of the effects do not run. The state is shown once, when the
+        outermost event is done."""
         before = self.situation
         after, effects = transition(before, event)
         self.situation = after

@@ -257,6 +257,38 @@ def test_barge_in_records_though_the_pipeline_closes_the_old_turn_at_once(qtbot,
     assert [s["turn"] for s in pipe.submitted] == [1, 2]
 
 
+@pytest.mark.parametrize("while_", ["speaking", "listening"])
+def test_a_typed_question_thinks_though_the_pipeline_closes_the_old_turn_at_once(
+    qtbot, rig, while_
+):
+    """A typed question barges in (or drops the recording); the real pipeline closes that
+    turn in the calling thread, and the app must go on thinking about the new question."""
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    hold(qtbot, c)
+    qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+    pipe.events.first_audio.emit(1)
+    qtbot.waitUntil(lambda: c.state == "speaking")
+    if while_ == "listening":
+        c.hotkey_pressed()
+        assert c.state == "listening"
+
+    def submit_text(text, source=""):
+        pipe.finish(pipe.turn, reason="interrupted")  # begin_turn's barge-in, at once
+        return pipe.begin_turn(source)
+
+    def interrupt_closing_the_turn(reason="interrupted", interrupt=pipe.interrupt):
+        pipe.finish(pipe.turn, reason=reason)
+        return interrupt(reason)
+
+    pipe.submit_text, pipe.interrupt = submit_text, interrupt_closing_the_turn
+    turn = c.ask("What time is it?")
+    assert c.state == "thinking" and c.current_turn == turn == pipe.turn
+    assert c.turn_info["source"] == "typed"
+    pipe.finish(turn)
+    qtbot.waitUntil(lambda: c.state == "idle")
+
+
 def test_preroll_never_reaches_back_into_the_last_reply(qtbot, rig):
     c, pipe, rec = rig()
     ready(qtbot, c, pipe)
