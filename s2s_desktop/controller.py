@@ -89,6 +89,7 @@ class AppController(QObject):
 
         ev = pipeline.events  # emitted from stage threads: default (queued) connections
         ev.stage_state.connect(self._on_stage_state)
+        ev.transcript.connect(self._on_transcript)
         ev.first_audio.connect(self._on_first_audio)
         ev.turn_finished.connect(self._on_turn_finished)
         ev.error.connect(self._on_error)
@@ -229,6 +230,10 @@ class AppController(QObject):
         if any(s in _BUSY for s in self.stage_states.values()):
             return Readiness.LOADING
         return Readiness.FAILED if self.load_errors else Readiness.READY
+
+    def _on_transcript(self, turn: int, text: str) -> None:
+        if turn == self.current_turn:
+            self._dispatch(Event.TRANSCRIPT)
 
     def _on_first_audio(self, turn: int) -> None:
         if turn == self.current_turn:
