@@ -20,7 +20,8 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from . import config
 from .audio.microphone import Microphone
 from .audio.speaker import SpeakerSink
-from .controller import ERROR, IDLE, LISTENING, AppController
+from .audio_format import TTS_DEFAULT_RATE
+from .controller import LISTENING, AppController
 from .errors import AudioDeviceError, S2SError
 from .history import Exchange, History, current_conversation
 from .hotkey.client import HotkeyClient
@@ -130,6 +131,7 @@ class DesktopApp(AppWindows, QObject):
     def _wire(self) -> None:
         c, ev, a = self.controller, self.pipeline.events, self.actions
         c.state_changed.connect(self._state_changed)
+        c.speaker_wanted.connect(self._speaker_follows)
         c.notice.connect(self.show_notice)
         ev.transcript.connect(self.window.on_transcript)
         ev.transcript.connect(self._question_heard)
@@ -189,25 +191,24 @@ class DesktopApp(AppWindows, QObject):
             log.info("microphone warm-up failed: %s", exc)
 
     def _state_changed(self, state: str, detail: str) -> None:
-        self._speaker_follows(state)
         self.controller.hotkey_info = self.hotkey.info()
         for view in (self.tray, self.floating, self.window):
             if view is not None:
                 view.show_state(state, detail, self.controller.hotkey_info)
 
-    def _speaker_follows(self, state: str) -> None:
+    def _speaker_follows(self, wanted: bool) -> None:
         """The output stream runs only around a turn (an open one costs CPU at idle): opened
         at the press, while the user speaks, so the reply's first audio never waits for it;
-        closed once the app is idle again."""
+        closed once the app is idle again (the controller's OPEN/CLOSE_SPEAKER effects)."""
         if not isinstance(self.speaker, SpeakerSink):
             return
-        if state == LISTENING and not self.speaker.is_open:
+        if wanted and not self.speaker.is_open:
             engine = self.pipeline.tts.engine
             try:
-                self.speaker.open(int(getattr(engine, "sample_rate", 22050)))
+                self.speaker.open(int(getattr(engine, "sample_rate", TTS_DEFAULT_RATE)))
             except AudioDeviceError as exc:
                 self.show_notice(str(exc), error=True)
-        elif state in (IDLE, ERROR) and self.speaker.is_open:
+        elif not wanted and self.speaker.is_open:
             # after what is still queued (an earcon) has played, if nothing started since
             wait_ms = int(self.speaker.queued_seconds() * 1000) + SPEAKER_LINGER_MS
             QTimer.singleShot(wait_ms, self._close_idle_speaker)
@@ -215,11 +216,11 @@ class DesktopApp(AppWindows, QObject):
     def speaker_used(self) -> None:
         """Something played outside a turn's states (an earcon, a timer's announcement): the
         output closes again once it has been heard, if the app is still idle."""
-        self._speaker_follows(self.controller.state)
+        if self.controller.state.resting:
+            self._speaker_follows(False)
 
     def _close_idle_speaker(self) -> None:
-        idle = self.controller.state in (IDLE, ERROR)
-        if not (idle and self.speaker.is_open):
+        if not (self.controller.state.resting and self.speaker.is_open):
             return
         left = self.speaker.queued_seconds()
         if left > 0:  # still playing: look again once it has been heard
@@ -264,7 +265,7 @@ class DesktopApp(AppWindows, QObject):
     def new_conversation(self) -> None:
         """Start over: the assistant forgets the earlier exchanges (they stay in the window
         and the saved history, after a marker that a restart honours too)."""
-        self.pipeline.new_conversation()
+        self.controller.new_conversation()
         self.history.append(Exchange("", "", reason=TurnReason.NEW_CONVERSATION))
         self.window.mark_new_conversation()
         self.show_notice("New conversation: the earlier questions are forgotten")

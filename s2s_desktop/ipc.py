@@ -22,7 +22,7 @@ from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 from .config import config_dir
 from .pipeline.turns import FinishedTurn
-from .states import TurnReason
+from .states import STAGES, TurnReason
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def format_status(status: dict) -> str:
         + (f" ({status['detail']})" if status.get("detail") else "")
     ]
     models = status.get("models") or {}
-    for stage in ("vad", "stt", "llm", "tts"):
+    for stage in STAGES:
         if stage in models:
             stage_state = (status.get("stages") or {}).get(stage, "")
             lines.append(f"{stage + ':':<12}{models[stage] or stage_state or 'not loaded'}")

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from . import config
+from . import config, profiles
 from .errors import S2SError
+from .states import MODEL_STAGES
 
 log = logging.getLogger(__name__)
 
-MODEL_STAGES = ("stt", "llm", "tts")
 STAGE_WORDS = {"stt": "speech-to-text", "llm": "language model", "tts": "voice"}
 
 
@@ -119,24 +119,12 @@ class Launch:
         return " ".join(parts)
 
 
-def _auto_tag() -> str:
-    return "auto-apple" if config.apple_silicon() else "auto"
-
-
-def _matches(settings: config.Settings, keys: dict) -> bool:
-    try:
-        return bool(keys) and all(config.get_key(settings, k) == v for k, v in keys.items())
-    except S2SError:
-        return False
-
-
 def first_run_choice(manager=None) -> FirstRun:
     """Per model stage: the auto profile's model if it is on disk, else the starter one."""
     from .models.manager import ModelManager
 
-    auto = config.Settings()
-    config.apply_overrides(auto, config.profile_overrides("auto"))
     try:
+        auto, starters = profiles.profile_models("auto"), profiles.profile_models("starter")
         manager = manager or ModelManager()
         infos = manager.list()
     except S2SError as exc:  # no catalog: keep the auto profile; loading says what is missing
@@ -144,21 +132,8 @@ def first_run_choice(manager=None) -> FirstRun:
         return FirstRun({s: StageChoice(s, Source.AUTO) for s in MODEL_STAGES})
     choices = {}
     for stage in MODEL_STAGES:
-        recommended = next(
-            (
-                m
-                for m in infos
-                if m.entry
-                and m.stage == stage
-                and _auto_tag() in m.entry.profiles
-                and _matches(auto, m.entry.settings)
-            ),
-            None,
-        )
-        starter = next(
-            (m for m in infos if m.entry and m.stage == stage and "starter" in m.entry.profiles),
-            None,
-        )
+        recommended = next((m for m in infos if m.entry and m.id == auto[stage].id), None)
+        starter = next((m for m in infos if m.entry and m.id == starters[stage].id), None)
         if recommended is not None and recommended.installed:
             source = Source.AUTO
         elif starter is not None and starter.installed:
@@ -181,8 +156,8 @@ def first_run_choice(manager=None) -> FirstRun:
 def first_run_settings(choice: FirstRun) -> config.Settings:
     """The auto profile, with the starter set's keys for the stages it stands in for."""
     settings = config.Settings()
-    config.apply_overrides(settings, config.profile_overrides("auto"))
-    starter = config.profile_overrides("starter")
+    config.apply_overrides(settings, profiles.profile_overrides("auto"))
+    starter = profiles.profile_overrides("starter")
     defaults = config.Settings()
     for stage in choice.stages(Source.STARTER):
         # the stage starts over from the defaults: no auto key (a Piper voice file) stays
@@ -208,7 +183,7 @@ def resolve_launch(profile: str | None, overrides: dict[str, Any] | None = None)
         saved, warnings = first_run_settings(first_run), []
         settings = saved.copy()
     if profile:
-        config.apply_overrides(settings, config.profile_overrides(profile))
+        config.apply_overrides(settings, profiles.profile_overrides(profile))
     if overrides:
         config.apply_overrides(settings, overrides)
     return Launch(settings, saved, warnings, profile, overrides, first_run)

@@ -16,6 +16,36 @@ class AppState(StrEnum):
     SPEAKING = "speaking"
     ERROR = "error"
 
+    # the groupings, defined once (transitions.py, the controller, the app and the UI read them)
+    @property
+    def busy(self) -> bool:
+        """A turn runs: recording, or a reply on its way."""
+        return self in (AppState.LISTENING, AppState.THINKING, AppState.SPEAKING)
+
+    @property
+    def answering(self) -> bool:
+        """A reply is being written or spoken (Stop Speaking stops it)."""
+        return self in (AppState.THINKING, AppState.SPEAKING)
+
+    @property
+    def resting(self) -> bool:
+        """Between turns with the models loaded: ready, or showing a problem."""
+        return self in (AppState.IDLE, AppState.ERROR)
+
+
+class Stage(StrEnum):
+    """The pipeline's engine stages, in the order audio flows through them; each is also the
+    name of its settings section (`settings.vad`, …)."""
+
+    VAD = "vad"
+    STT = "stt"
+    LLM = "llm"
+    TTS = "tts"
+
+
+STAGES = tuple(Stage)
+MODEL_STAGES = (Stage.STT, Stage.LLM, Stage.TTS)  # the stages whose model the user chooses
+
 
 class StageState(StrEnum):
     LOADING = "loading"

@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from s2s_desktop import devices
-    from s2s_desktop.config import parse_overrides, resolve
+    from s2s_desktop.config import parse_overrides
+    from s2s_desktop.profiles import for_profile
+    from s2s_desktop.states import STAGES
 
     plat = devices.detect_platform()
     if plat.cuda_count == 0 and not args.allow_no_cuda:
@@ -105,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return gpu_synthetic.run(args.offline_synthetic, args.work, args.llama_src, args.tiny,
                                  args.llama_wait, args.report, parse_overrides(args.overrides))
-    settings, warnings = resolve(args.profile, parse_overrides(args.overrides), use_file=False)
+    settings, warnings = for_profile(args.profile, parse_overrides(args.overrides)), []
     planned = {}
-    for stage in devices.STAGES:
+    for stage in STAGES:
         try:
             planned[stage] = devices.resolve_device(stage, settings, plat)
         except Exception as exc:  # noqa: BLE001 - reported, the pipeline will refuse it too
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             stages = session.pipeline.stages
             ran_on = {
                 name: getattr(stages[name].engine, "device", None)
-                for name in devices.STAGES
+                for name in STAGES
                 if name in stages
             }
             for source, audio in recordings:
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         "platform": devices.describe(settings, plat)["platform"],
         "compute": devices.compute_devices(plat),
         "profile": args.profile,
-        "backends": {s: getattr(settings, s).backend for s in devices.STAGES},
+        "backends": {s: getattr(settings, s).backend for s in STAGES},
         "planned_devices": planned,
         "ran_on": ran_on,
         "notices": notices,  # a CPU fallback shows up here: then the timings are not GPU ones

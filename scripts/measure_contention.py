@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from s2s_desktop import config  # noqa: E402
+from s2s_desktop import profiles  # noqa: E402
 from s2s_desktop.engines import registry  # noqa: E402
 
 QUESTION = [{"role": "system", "content": "Answer in plain sentences."},
@@ -81,7 +81,7 @@ def together(llm, tts) -> tuple[float, float]:
 
 def measure(profile: str, layout, rounds: int) -> dict:
     llm_threads, tts_threads = layout
-    s, _ = config.resolve(profile, use_file=False)
+    s = profiles.for_profile(profile)
     s.llm.threads = llm_threads
     onnx_options(tts_threads)
     llm = registry.create("llm", s.llm, "cpu")

@@ -31,10 +31,10 @@ def rss_mib() -> float:
 def one_run(profile: str) -> dict:
     from PySide6.QtCore import Qt
 
-    from s2s_desktop import config
+    from s2s_desktop import profiles
     from s2s_desktop.pipeline.runner import HeadlessSession
 
-    settings, _ = config.resolve(profile, use_file=False)
+    settings = profiles.for_profile(profile)
     session = HeadlessSession(settings)
     unloaded = []
     session.pipeline.events.stage_state.connect(

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure_stt_tail import spoken  # noqa: E402
 
-from s2s_desktop import config  # noqa: E402
+from s2s_desktop import profiles  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT  # noqa: E402
 from s2s_desktop.commands.bench_measures import word_errors  # noqa: E402
 from s2s_desktop.engines import registry  # noqa: E402
@@ -63,7 +63,7 @@ def main() -> int:
     ap.add_argument("--drop", type=int, default=2, help="the partial's last words not forced")
     args = ap.parse_args()
 
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = profiles.for_profile("starter")
     stt = registry.create("stt", settings.stt, "cpu")
     stt.load()
     stt.warmup()

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from s2s_desktop import config  # noqa: E402
+from s2s_desktop import profiles  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT  # noqa: E402
 from s2s_desktop.engines import registry  # noqa: E402
 from s2s_desktop.engines.stt import faster_whisper as fw  # noqa: E402
@@ -53,7 +53,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--voices", default="en-us,en,en-gb-x-rp")
     args = ap.parse_args()
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = profiles.for_profile("starter")
     stt = registry.create("stt", settings.stt, "cpu")
     stt.load()
     stt.warmup()

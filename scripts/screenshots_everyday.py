@@ -33,13 +33,13 @@ def main() -> int:
     from PySide6.QtCore import QPoint
     from PySide6.QtWidgets import QApplication
 
-    from s2s_desktop import config
+    from s2s_desktop import profiles
     from s2s_desktop.app import DesktopApp
     from tests.helpers.fake_mic import FakeMicrophone
 
     qapp = QApplication(sys.argv[:1])
     qapp.setQuitOnLastWindowClosed(False)
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = profiles.for_profile("starter")
     settings.hotkey.enabled = False
     app = DesktopApp(qapp, settings, use_tray=True, mic=FakeMicrophone(),
                      speaker=realtime_sink())

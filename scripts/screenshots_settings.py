@@ -34,11 +34,11 @@ def pump(app, seconds: float) -> None:
 
 
 def settings_tabs(app, out: Path) -> list[Path]:
-    from s2s_desktop import config
+    from s2s_desktop import profiles
     from s2s_desktop.ui.settings_dialog import SettingsDialog
     from tests.helpers.fake_sounddevice import FakeSoundDevice
 
-    settings, _ = config.resolve("auto", use_file=False)
+    settings = profiles.for_profile("auto")
     settings.audio.input_device = "USB Headset"
     sd = FakeSoundDevice(
         inputs=("Built-in Microphone", "USB Headset"),
@@ -76,7 +76,7 @@ def settings_tabs(app, out: Path) -> list[Path]:
 
 
 def manager_mid_download(app, out: Path) -> Path:
-    from s2s_desktop import config
+    from s2s_desktop import profiles
     from s2s_desktop.models.catalog import load_catalog
     from s2s_desktop.models.manager import ModelManager
     from s2s_desktop.ui.model_manager import ModelManagerWindow
@@ -94,7 +94,7 @@ def manager_mid_download(app, out: Path) -> Path:
     ).start()
     os.environ["HF_ENDPOINT"] = hub.url
     try:
-        settings, _ = config.resolve("auto", use_file=False)
+        settings = profiles.for_profile("auto")
         window = ModelManagerWindow(settings, ModelManager(settings=settings))
         window.show()
         window.select(entry.id)

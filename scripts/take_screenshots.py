@@ -115,13 +115,13 @@ def main() -> int:
     from PySide6.QtCore import QPoint
     from PySide6.QtWidgets import QApplication
 
-    from s2s_desktop import config
+    from s2s_desktop import config, profiles
     from s2s_desktop.app import DesktopApp
     from s2s_desktop.ui.tray import TrayIcon
 
     qapp = QApplication(sys.argv[:1])
     qapp.setQuitOnLastWindowClosed(False)
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = profiles.for_profile("starter")
     settings.hotkey.enabled = False  # no keyboard hook needed for pictures
     settings.hotkey.combo = config.default_hotkey()
     mic = RecordingMicrophone()

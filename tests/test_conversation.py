@@ -8,11 +8,11 @@ import time
 
 import numpy as np
 
-from s2s_desktop.config import profile_overrides
 from s2s_desktop.engines.llm.history import build_messages, window
 from s2s_desktop.pipeline.chunker import SentenceChunker
 from s2s_desktop.pipeline.repetition import LoopGuard, repeated_phrase, share_of_earlier
 from s2s_desktop.pipeline.turns import Conversation
+from s2s_desktop.profiles import profile_overrides
 
 VOICE = (0.2 * np.sin(np.linspace(0, 800, 16000))).astype(np.float32)
 

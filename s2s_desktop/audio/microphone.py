@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..engines.base import SAMPLE_RATE
+from ..audio_format import SAMPLE_RATE
 from ..errors import AudioDeviceError
 from .devices_by_name import device_label, find_device, import_sounddevice
 
@@ -44,7 +44,6 @@ class Microphone:
         self.preroll_s = max(0.3, preroll_ms / 1000)  # at least 300 ms before the press
         self.max_record_s = max_record_s
         self.on_notice = on_notice
-        self.on_level: Callable[[float], None] | None = None  # called from the audio thread
         self._sd = sd
         self._block_ms = block_ms
         self.clock = clock
@@ -169,8 +168,6 @@ class Microphone:
                 self._recording.append(mono)
                 self._recorded += len(mono)
                 self._pass_on(mono)
-        if self.on_level is not None:
-            self.on_level(level)
 
     def _finished(self) -> None:
         # PortAudio ended the stream on its own (device unplugged, server gone) unless we closed

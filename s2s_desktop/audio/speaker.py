@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..audio_format import SAMPLE_DTYPE
 from ..errors import AudioDeviceError
 from .devices_by_name import device_label, find_device, import_sounddevice
 from .sink import AudioSink
@@ -68,7 +69,7 @@ class SpeakerSink(AudioSink):
                     device=index,
                     channels=1,
                     samplerate=rate,
-                    dtype="float32",
+                    dtype=SAMPLE_DTYPE,
                     latency="low",
                     blocksize=int(rate * self._block_ms / 1000),
                     callback=self._callback,

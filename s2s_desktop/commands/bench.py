@@ -13,7 +13,6 @@ its callback takes the first sample is reported (`to_device_ms`).
 from __future__ import annotations
 
 import json
-import os
 import platform
 import shutil
 import statistics
@@ -25,14 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import host
 from ..audio.files import read_audio
 from ..audio.silence import trim_trailing_silence
 from ..audio.sink import CaptureSink
+from ..audio_format import SAMPLE_RATE
 from ..config import Settings, cache_dir
 from ..engines.vad.trim import trim
 from ..errors import AudioDeviceError, S2SError
 from ..pipeline.chunker import SentenceChunker
-from ..states import TurnReason
+from ..states import STAGES, TurnReason
 from .bench_measures import (
     by_group,
     ideal_ms,
@@ -73,7 +74,6 @@ HOLDS_S = (0.0, 0.15, 0.3)  # key released this long after the last word
 PREROLL_S, CHUNK_S = 0.3, 0.02
 BETWEEN_TURNS_S = 1.0  # a person's pause before the next question
 PACE = 1.0  # seconds of wall time per second of recording (tests speed it up)
-SAMPLE_RATE = 16000
 
 
 def spoken(folder: Path, name: str, text: str) -> np.ndarray:
@@ -413,7 +413,7 @@ class Bench:
             "peak_memory_mb": peak_memory_mb(),
             "machine": {
                 "platform": platform.platform(),
-                "cpus": os.cpu_count(),
+                "cpus": host.cpu_count(),
                 "python": platform.python_version(),
             },
         }
@@ -426,7 +426,7 @@ class Bench:
                 "model": getattr(getattr(s, stage), "model", ""),
                 "device": self.pipe.stages[stage].engine.describe(),
             }
-            for stage in ("vad", "stt", "llm", "tts")
+            for stage in STAGES
         } | {"stt_live": s.stt.live, "llm_pause_for_first_audio": s.llm.pause_for_first_audio}
 
 

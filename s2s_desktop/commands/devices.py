@@ -6,8 +6,9 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from ..devices import STAGES, Platform, compute_devices, detect_platform, resolve_device
+from ..devices import Platform, compute_devices, detect_platform, resolve_device
 from ..errors import DeviceUnavailable, SettingsError
+from ..states import STAGES
 
 
 def audio_devices() -> dict:

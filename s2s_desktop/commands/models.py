@@ -11,7 +11,6 @@ import json
 import sys
 import threading
 
-from .. import config
 from ..errors import S2SError
 from ..models.download import human_size
 from .progress import ProgressLine
@@ -49,11 +48,12 @@ def add_models_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _manager():
+    from ..launch import resolve_launch
     from ..models.manager import ModelManager
 
     # what a plain `s2s-desktop` runs: at first start the starter set stands in for the
     # recommended models until they are downloaded, and "use" must say so
-    settings, _ = config.resolve(None)
+    settings = resolve_launch(None).settings
     return ModelManager(settings=settings)
 
 

@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..audio_format import TTS_DEFAULT_RATE
 from ..errors import BackendUnavailable, DeviceUnavailable, SettingsError
-
-SAMPLE_RATE = 16000  # every engine receives 16 kHz mono float32 audio
 
 
 def require(module: str, backend: str, package: str | None = None, extra: str | None = None):
@@ -200,7 +199,7 @@ class LLMEngine(Engine):
 
 class TTSEngine(Engine):
     stage = "tts"
-    sample_rate: int = 22050
+    sample_rate: int = TTS_DEFAULT_RATE
 
     def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
         """Yield mono float32 PCM chunks (range -1..1) at `self.sample_rate` as they are made."""

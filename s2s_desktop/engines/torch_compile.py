@@ -23,7 +23,6 @@ def use_user_cache_dirs() -> Path:
     """Point inductor's (and triton's) caches at the user cache dir before anything compiles;
     a TORCHINDUCTOR_CACHE_DIR the user chose is kept."""
     from ..config import cache_dir
-    from ..devices import compile_cache_dir
 
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if current is not None:
@@ -32,7 +31,9 @@ def use_user_cache_dirs() -> Path:
         # inductor writes its /tmp default into the environment on first use: not a choice
         if os.path.abspath(current) == os.path.abspath(default_cache_dir()):
             del os.environ["TORCHINDUCTOR_CACHE_DIR"]
-    inductor = Path(compile_cache_dir())
+    default = cache_dir() / "torchinductor"  # never inside the installed package
+    default.mkdir(parents=True, exist_ok=True)
+    inductor = Path(os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(default)))
     triton = cache_dir() / "triton"
     os.environ.setdefault("TRITON_CACHE_DIR", str(triton))
     return inductor

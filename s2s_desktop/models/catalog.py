@@ -8,16 +8,16 @@ offline starter set), whose `files` are relative to the package folder.
 from __future__ import annotations
 
 import json
-import platform
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import STAGES
+from .. import host
 from ..errors import S2SError
 from ..resources_path import resources_dir
+from ..states import STAGES
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -69,8 +69,7 @@ class CatalogEntry:
 def platform_tags() -> tuple[str, ...]:
     """Catalog platform names this machine matches."""
     if sys.platform == "darwin":
-        arm = platform.machine() == "arm64"
-        return ("macos", "macos-arm64") if arm else ("macos",)
+        return ("macos", "macos-arm64") if host.apple_silicon() else ("macos",)
     if sys.platform.startswith("win"):
         return ("windows",)
     return ("linux",)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import config
 from ..errors import ModelNotFound, S2SError
+from ..states import STAGES
 from . import cache, download, hub, importer
 from .catalog import Catalog, CatalogEntry, CatalogFile, load_catalog
 from .download import DownloadError, DownloadProgress, HubUnreachable, ProgressFn
@@ -148,7 +149,7 @@ class ModelManager:
             return False
 
     def _uses_path(self, stage: str, path: Path) -> bool:
-        if self.settings is None or stage not in config.STAGES:
+        if self.settings is None or stage not in STAGES:
             return False
         ref = getattr(self.settings, stage).model
         return bool(ref) and os.path.realpath(os.path.expanduser(ref)) == os.path.realpath(path)
@@ -230,7 +231,7 @@ class ModelManager:
         stage, backend = kind or ("", "")
         files = sorted(cache._walk_files(snap)) if snap else []
         used = self.settings is not None and any(
-            getattr(self.settings, s).model == repo.repo_id for s in config.STAGES
+            getattr(self.settings, s).model == repo.repo_id for s in STAGES
         )
         return ModelInfo(
             id=repo.repo_id,

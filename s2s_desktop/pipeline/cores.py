@@ -8,15 +8,16 @@ tokens/s, 0.08), and alone each keeps every core (scripts/measure_contention.py)
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .. import host
+
 
 class CoreShare:
     def __init__(self, cpus: int | None = None):
-        self.cpus = cpus or os.cpu_count() or 1
+        self.cpus = cpus or host.cpu_count()
         self._synthesizing = threading.Event()
 
     @contextmanager

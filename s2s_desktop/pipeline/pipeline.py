@@ -15,8 +15,8 @@ import numpy as np
 from ..assistant.local_commands import LocalCommands
 from ..assistant.timers import TimerBook
 from ..audio.sink import AudioSink
-from ..config import STAGES, Settings, changed_stages
-from ..states import StageState, TurnReason
+from ..config import Settings, changed_stages
+from ..states import STAGES, StageState, TurnReason
 from .cores import CoreShare
 from .events import PipelineEvents
 from .llm_stage import LLMStage

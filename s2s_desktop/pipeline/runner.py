@@ -13,8 +13,9 @@ from PySide6.QtCore import QCoreApplication, Qt
 
 from ..audio.files import read_audio, write_wav
 from ..audio.sink import CaptureSink
-from ..config import STAGES, Settings
+from ..config import Settings
 from ..errors import S2SError
+from ..states import STAGES
 from .pipeline import Pipeline
 from .turns import FinishedTurn
 

@@ -9,7 +9,8 @@ decode of the same speech) and no STT work is left.
 
 from __future__ import annotations
 
-from ..engines.base import SAMPLE_RATE, STTResult
+from ..audio_format import SAMPLE_RATE
+from ..engines.base import STTResult
 from ..states import TurnReason
 from .messages import Partial, Prime, Transcript, TurnEnded, Utterance
 from .stage import EngineStage

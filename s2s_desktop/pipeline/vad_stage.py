@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engines.base import SAMPLE_RATE
+from ..audio_format import SAMPLE_RATE
 from ..engines.vad.trim import padded_regions
 from ..states import TurnReason
 from .messages import AudioChunk, KeyUp, ListenEnd, Partial, TurnEnded, Utterance

@@ -103,7 +103,3 @@ class Worker(QThread):
     def fail(self, turn: int, message: str) -> None:
         self.events.error.emit(self.name, message)
         self.pass_on(TurnEnded(turn, reason=TurnReason.ERROR, error=message))
-
-    def stop(self, timeout_s: float = 1.0) -> bool:
-        self.inbox.put(STOP)
-        return self.wait(int(timeout_s * 1000))

@@ -8,8 +8,6 @@ from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QPushButton, QWidget
 
 from ..states import AppState
 
-BUSY_STATES = (AppState.THINKING, AppState.SPEAKING)
-
 
 class AskBar(QWidget):
     asked = Signal(str)  # a typed question, stripped, never empty
@@ -35,7 +33,7 @@ class AskBar(QWidget):
         row.addWidget(self.stop_button)
 
     def show_state(self, state: str) -> None:
-        self.stop_button.setEnabled(state in BUSY_STATES)
+        self.stop_button.setEnabled(AppState(state).answering)
 
     def _send(self) -> None:
         text = " ".join(self.input.text().split())

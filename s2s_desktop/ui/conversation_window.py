@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 from ..history import Exchange, History
 from ..pipeline.turns import FinishedTurn
 from ..states import AppState, TurnReason
-from .ask_bar import BUSY_STATES, AskBar
+from .ask_bar import AskBar
 from .icons import state_icon
 
 
@@ -323,7 +323,7 @@ class ConversationWindow(QWidget):
         return "".join(parts) + "<hr>"
 
     def keyPressEvent(self, event) -> None:
-        if event.key() == Qt.Key.Key_Escape and self.state in BUSY_STATES:
+        if event.key() == Qt.Key.Key_Escape and AppState(self.state).answering:
             self.ask_bar.stop_requested.emit()  # Esc stops the voice first
         elif event.key() == Qt.Key.Key_Escape:
             self.hide()

@@ -30,6 +30,7 @@ from ..engines import registry
 from ..models.download import human_size
 from ..models.importer import detect_model_kind
 from ..models.manager import ModelInfo
+from ..states import STAGES
 from .cuda_libraries import CudaLibrariesBox
 from .form_fields import Fields
 
@@ -73,7 +74,7 @@ class ModelsTab(QWidget):
         self.backends: dict[str, QComboBox] = {}
         self._syncing = False
         layout = QVBoxLayout(self)
-        for stage in devices.STAGES:
+        for stage in STAGES:
             box = QGroupBox(STAGE_NAMES[stage])
             form = QFormLayout(box)
             backend = QComboBox()
@@ -242,7 +243,7 @@ class ComputeTab(QWidget):
         per = QGroupBox("Per stage (a stage's own device wins over the one above)")
         form = QFormLayout(per)
         self.stage_boxes: dict[str, QComboBox] = {}
-        for stage in devices.STAGES:
+        for stage in STAGES:
             box = QComboBox()
             self.stage_boxes[stage] = box
             fields.bind(f"{stage}.device", box)

@@ -3,9 +3,9 @@ whether it is in use, and the settings keys that make a stage run it."""
 
 from __future__ import annotations
 
-from .. import config
 from ..models.download import human_size
 from ..models.manager import ModelInfo
+from ..states import STAGES
 
 
 def in_use_text(m: ModelInfo) -> str:
@@ -19,7 +19,7 @@ def use_keys(m: ModelInfo) -> dict:
     """The settings that make this model the one its stage runs ({} when it cannot be told)."""
     if m.entry is not None and m.entry.settings:
         return dict(m.entry.settings)
-    if m.stage in config.STAGES and m.backend and m.path is not None:
+    if m.stage in STAGES and m.backend and m.path is not None:
         keys = {f"{m.stage}.backend": m.backend, f"{m.stage}.model": str(m.path)}
         if m.stage == "llm":
             keys["llm.model_file"] = ""

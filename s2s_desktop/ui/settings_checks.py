@@ -13,6 +13,7 @@ from .. import config, devices
 from ..errors import ModelNotFound, S2SError, SettingsError
 from ..hotkey.combo import parse_combo
 from ..models.resolve import looks_like_repo_id, resolve_model
+from ..states import MODEL_STAGES
 from .hotkey_edit import taken_by_desktop
 from .language_check import language_problems
 
@@ -28,7 +29,7 @@ def is_local_ref(ref: str) -> bool:
 def model_problems(new: config.Settings, old: config.Settings) -> tuple[list[str], list[str]]:
     """(refusals, notes): local models that do not exist; Hub models not downloaded yet."""
     problems, notes = [], []
-    for stage in ("stt", "llm", "tts"):
+    for stage in MODEL_STAGES:
         section, before = getattr(new, stage), getattr(old, stage)
         ref = section.model
         if not ref or (ref, getattr(section, "model_file", "")) == (

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 from .. import config, devices
 from ..errors import S2SError, SettingsError
 from ..launch import changed_keys, with_changes
-from ..states import StageState
+from ..states import STAGES, StageState
 from .audio_settings import AudioTab
 from .dictation_settings import add_dictation_rows
 from .form_fields import Fields
@@ -233,7 +233,7 @@ class SettingsDialog(QDialog):
     def load_settings(self, settings: config.Settings) -> None:
         """Show `settings` (the app calls this when they changed elsewhere)."""
         self.settings = settings.copy()
-        for stage in devices.STAGES:  # device choices depend on the backend
+        for stage in STAGES:  # device choices depend on the backend
             self.compute.backend_changed(stage, getattr(settings, stage).backend)
         self.fields.load(self.settings)
         self.models.sync_all()

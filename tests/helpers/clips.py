@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-SAMPLE_RATE = 16000
+from s2s_desktop.audio_format import SAMPLE_RATE
 
 
 def read_wav(path: Path) -> np.ndarray:

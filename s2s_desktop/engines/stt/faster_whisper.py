@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ...audio_format import SAMPLE_RATE
 from ...errors import DeviceUnavailable, ModelLoadError, SettingsError
 from ...models.resolve import resolve_model
-from ..base import SAMPLE_RATE, STTEngine, STTResult, require
+from ..base import STTEngine, STTResult, require
 
 log = logging.getLogger(__name__)
 

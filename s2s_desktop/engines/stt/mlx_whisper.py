@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import importlib
 import logging
-import platform
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from ... import host
+from ...audio_format import SAMPLE_RATE
 from ...errors import ModelLoadError
 from ...mlx_lock import mlx_lock
 from ...models.resolve import resolve_model
-from ..base import SAMPLE_RATE, STTEngine, STTResult
+from ..base import STTEngine, STTResult
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def _weights_file(path: Path) -> Path:
 
 def _half_precision() -> bool:
     """float16 on the Apple GPU; MLX's CPU build is faster and exact in float32."""
-    return sys.platform == "darwin" and platform.machine() == "arm64"
+    return host.apple_silicon()
 
 
 class MLXWhisperSTT(STTEngine):

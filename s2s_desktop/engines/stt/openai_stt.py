@@ -11,7 +11,8 @@ import wave
 
 import numpy as np
 
-from ..base import SAMPLE_RATE, STTEngine, STTResult
+from ...audio_format import SAMPLE_RATE
+from ..base import STTEngine, STTResult
 from ..openai_http import (
     CONNECT_TIMEOUT_S,
     READ_TIMEOUT_S,

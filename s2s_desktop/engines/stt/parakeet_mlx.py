@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import json
 import logging
-import platform
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from ... import host
+from ...audio_format import SAMPLE_RATE
 from ...errors import ModelLoadError, SettingsError
 from ...mlx_lock import mlx_lock
 from ...models.resolve import resolve_model
-from ..base import SAMPLE_RATE, STTEngine, STTResult, language_code
+from ..base import STTEngine, STTResult, language_code
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def model_languages(vocabulary: list[str]) -> tuple[str, ...]:
 
 
 def _on_apple_gpu() -> bool:
-    return sys.platform == "darwin" and platform.machine() == "arm64"
+    return host.apple_silicon()
 
 
 class ParakeetMLXSTT(STTEngine):

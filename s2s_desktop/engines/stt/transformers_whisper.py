@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...audio_format import SAMPLE_RATE
 from ...errors import (
     DeviceUnavailable,
     ModelLoadError,
@@ -18,7 +19,7 @@ from ...errors import (
     UnsafeModelFormat,
 )
 from ...models.resolve import resolve_model
-from ..base import SAMPLE_RATE, STTEngine, STTResult
+from ..base import STTEngine, STTResult
 from .faster_whisper import VERIFY_HINT, split_device, split_windows, token_budget
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import ModelLoadError, ModelNotFound, SettingsError
+from ...config import check_tts_bits
+from ...errors import ModelLoadError, ModelNotFound
 from ...mlx_lock import mlx_lock
 from ...models.resolve import looks_like_repo_id, resolve_model
 from ..base import TTSEngine
@@ -27,7 +28,6 @@ from .kokoro import require_english_g2p
 from .text_for_speech import speech_pieces
 
 MLX_ORG = "mlx-community"
-BITS = (0, 4, 6, 8, 16)  # 0 = as named (bf16 for a PyTorch checkpoint); 16 = bf16
 # PyTorch checkpoints (by repo name prefix) that mlx-community publishes as NAME-<bits>
 CONVERTED_FAMILIES = ("Kokoro-82M", "Qwen3-TTS-")
 _PRECISION_SUFFIX = re.compile(r"-(bf16|fp16|float16|\d+bit)$")
@@ -48,8 +48,7 @@ QWEN_LANGUAGES = {
 
 
 def _precision(bits: int) -> str:
-    if bits not in BITS:
-        raise SettingsError(f"tts.bits: {bits} is not one of 4, 6, 8 or 16 (0 = as named)")
+    check_tts_bits(bits)
     return "bf16" if bits in (0, 16) else f"{bits}bit"
 
 

@@ -22,16 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ...devices import is_gpu_failure, torch_dtype_name
 from ...errors import (
     BackendUnavailable,
     DeviceUnavailable,
     ModelLoadError,
     S2SError,
     SettingsError,
+    is_gpu_failure,
 )
 from ...models.resolve import resolve_model
 from ..base import TTSEngine
+from ..torch_device import torch_dtype_name
 from .text_for_speech import speech_pieces
 from .vits import check_safetensors, torch_device
 

@@ -14,9 +14,10 @@ import time
 
 import numpy as np
 
+from ...audio_format import SAMPLE_RATE
 from ...errors import ModelLoadError, ModelNotFound
 from ...models.resolve import package_path
-from ..base import SAMPLE_RATE, SpeechSegment, VADEngine, require
+from ..base import SpeechSegment, VADEngine, require
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,9 @@ import time
 
 import numpy as np
 
+from ...audio_format import SAMPLE_RATE
 from ...errors import ModelLoadError
-from ..base import SAMPLE_RATE, SpeechSegment, VADEngine
+from ..base import SpeechSegment, VADEngine
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,89 @@
+"""Named profiles: sets of dotted settings keys applied over the defaults (`--profile NAME`).
+
+Which models a profile runs is not written here: resources/catalog.json tags each model with
+the profiles that use it ("starter", "auto", and "auto-apple" for the auto profile on Apple
+Silicon), and a profile's model keys are those entries' `settings`. Here are only the other
+keys each profile sets, applied first.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from . import host
+from .config import Settings, apply_overrides
+from .errors import SettingsError
+from .models.catalog import CatalogEntry, load_catalog
+from .states import Stage
+
+# a profile's keys besides its models, by catalog tag
+OPTIONS: dict[str, dict[str, Any]] = {
+    # The offline starter set: small real models shipped as PyPI packages (`.[starter]`).
+    "starter": {
+        "device": "cpu",
+        "stt.language": "en",
+        "stt.compute_type": "int8",
+        "stt.beam_size": 5,  # 40 % fewer word errors than greedy for ~30 ms (docs/performance.md)
+        "llm.system_prompt": "You are a helpful assistant. Answer briefly in plain sentences.",
+        "llm.max_new_tokens": 120,
+        # a 135M model loses the thread and copies earlier replies with a longer history
+        "llm.history_turns": 2,
+    },
+    # Best defaults for this platform; Hub models the model manager downloads.
+    "auto": {"device": "auto"},
+    "auto-apple": {"device": "auto", "tts.voice": "af_heart"},  # Kokoro's voice
+}
+PROFILES = ("starter", "auto")  # what --profile takes
+
+
+def kokoro_english_installed() -> bool:
+    """Kokoro's English G2P (misaki + spaCy + its English model) is importable. The macOS
+    installer leaves it out (~85 MB); a pip install has it with the "kokoro" extra."""
+    return all(
+        importlib.util.find_spec(module) is not None
+        for module in ("misaki", "spacy", "en_core_web_sm")
+    )
+
+
+def catalog_tag(name: str) -> str:
+    """The catalog's tag for profile `name` on this machine."""
+    if name not in PROFILES:
+        raise SettingsError(f"unknown profile '{name}': choose one of {', '.join(PROFILES)}")
+    return "auto-apple" if name == "auto" and host.apple_silicon() else name
+
+
+def profile_models(name: str) -> dict[Stage, CatalogEntry]:
+    """The catalog entry profile `name` runs for each stage on this machine."""
+    tag = catalog_tag(name)
+    catalog = load_catalog()
+    models = {Stage(e.stage): e for e in catalog.for_profile(tag)}
+    if tag == "auto-apple" and not kokoro_english_installed():
+        # the macOS installer cannot run Kokoro in English: the auto profile's voice instead
+        models[Stage.TTS] = next(e for e in catalog.for_profile("auto") if e.stage == Stage.TTS)
+    missing = [stage for stage in Stage if stage not in models]
+    if missing:
+        raise SettingsError(
+            f"the model catalog names no {', '.join(missing)} model for profile '{name}': "
+            "reinstall s2s-desktop"
+        )
+    return {stage: models[stage] for stage in Stage}
+
+
+def profile_overrides(name: str) -> dict[str, Any]:
+    """Every key profile `name` sets here: its options, then its catalog models' settings."""
+    keys = dict(OPTIONS[catalog_tag(name)])
+    for entry in profile_models(name).values():
+        keys.update(entry.settings)
+    return keys
+
+
+def for_profile(name: str | None, overrides: dict[str, Any] | None = None) -> Settings:
+    """The defaults, then a profile, then --set style overrides: no settings file involved
+    (what one launch runs, file included, is `launch.resolve_launch`)."""
+    s = Settings()
+    if name:
+        apply_overrides(s, profile_overrides(name))
+    if overrides:
+        apply_overrides(s, overrides)
+    return s
