@@ -290,7 +290,7 @@ class DesktopApp(AppWindows, QObject):
                     self.mic.open()
                 except AudioDeviceError as exc:
                     self.controller.report_error(str(exc))
-            elif not self.mic.keep_open and self.mic.is_open and not self.mic.recording:
+            elif not self.mic.stays_open and self.mic.is_open and not self.mic.recording:
                 self.mic.close()
         if settings.audio.output_device != old.audio.output_device and isinstance(
             self.speaker, SpeakerSink

@@ -13,7 +13,7 @@ import time
 from typing import Protocol
 
 import numpy as np
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from .config import STAGES, Settings
 from .engines.base import SAMPLE_RATE
@@ -25,10 +25,21 @@ log = logging.getLogger(__name__)
 
 LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = AppState
 STATES = tuple(AppState)
-START_SOUND_KEPT_OUT_S = 0.12  # microphone audio dropped after the press (the start sound)
+# microphone audio taken while the start sound plays is dropped, but only within this long of
+# the press: a word said 150 ms after the press is the user's (issue 16)
+START_SOUND_KEPT_OUT_S = 0.12
 TOO_SHORT = TurnReason.TOO_SHORT  # a tap's turn ends with this reason, not "interrupted"
 _BUSY = (StageState.LOADING, StageState.RELOADING)  # a stage that is not ready yet
 NOTHING_HEARD = "Nothing was heard: hold the key while you speak"
+
+
+def _drop_span(pcm: np.ndarray, first: int, span: list[int]) -> np.ndarray:
+    """`pcm` (whose first sample is live sample number `first`) without the samples numbered
+    inside `span` ([from, to))."""
+    start, end = span[0] - first, span[1] - first
+    if end <= 0 or start >= len(pcm) or end <= start:
+        return pcm
+    return np.concatenate([pcm[: max(0, start)], pcm[end:]])
 
 
 class Recorder(Protocol):
@@ -44,6 +55,7 @@ class AppController(QObject):
     state_changed = Signal(str, str)  # state, one line saying what is happening / what failed
     notice = Signal(str)  # a hint the user should see (tap ignored, still loading, cap reached)
     turn_submitted = Signal(int)
+    _audio_flowing = Signal(int)  # from the audio thread: the microphone delivers (turn)
 
     def __init__(self, settings: Settings, pipeline, recorder: Recorder, clock=time.monotonic):
         super().__init__()
@@ -75,6 +87,10 @@ class AppController(QObject):
         self._cap.timeout.connect(self._cap_reached)
         self._watchdog = QTimer(self, interval=250)
         self._watchdog.timeout.connect(self._check_microphone)
+
+        self._start_sound_span, self._live_samples = [0, 0], [0]
+        self._start_sound_due: tuple[int, float] | None = None  # (turn, press time)
+        self._audio_flowing.connect(self._play_start_sound, Qt.ConnectionType.QueuedConnection)
 
         ev = pipeline.events  # emitted from stage threads: default (queued) connections
         ev.stage_state.connect(self._on_stage_state)
@@ -149,26 +165,30 @@ class AppController(QObject):
         # a live turn: the recording is fed to the pipeline as it grows, so speech-to-text
         # runs while the key is held and little is left to do at release
         turn = self.pipeline.begin_turn(source=source)
-        # at most START_SOUND_KEPT_OUT_S of it: a word said 150 ms after the press is the
-        # user's (issue 16), and a beep's tail in the question costs Whisper nothing
-        quiet_until = min(self._sound("listen-start"), time.monotonic() + START_SOUND_KEPT_OUT_S)
-        # the pre-roll (from before the press, handed over inside start_recording on this
-        # thread) is kept; the samples the microphone takes while the start sound plays are
-        # not, so the sound never reaches the question
-        skip = [max(0, int((quiet_until - time.monotonic()) * SAMPLE_RATE))]
-        preroll = [threading.get_ident()]
+        # the start sound plays once the microphone really delivers audio (a device may take
+        # a second to start): a user who waits for it loses nothing. The pre-roll (handed
+        # over inside start_recording on this thread) is kept; live samples taken while the
+        # sound plays are dropped, within START_SOUND_KEPT_OUT_S of the press
+        muted = self._start_sound_span = [0, 0]  # live sample numbers, set when it plays
+        live, counted = [False], [0]
+        self._live_samples = counted
+        press_thread = threading.get_ident()
+        self._start_sound_due = (turn, time.monotonic())
 
         def on_chunk(pcm, t=turn):
-            if preroll[0] != threading.get_ident() and skip[0] > 0:
-                dropped = min(skip[0], len(pcm))
-                skip[0] -= dropped
-                pcm = pcm[dropped:]
+            if threading.get_ident() == press_thread:  # the pre-roll: audio already flows
+                live[0] = True
+            else:
+                if not live[0]:  # the first block of a stream just opened
+                    live[0] = True
+                    self._audio_flowing.emit(t)
+                first, counted[0] = counted[0], counted[0] + len(pcm)
+                pcm = _drop_span(pcm, first, muted)
             if len(pcm):
                 self.pipeline.feed(t, pcm)
 
         try:
             self.recorder.start_recording(since=since, on_chunk=on_chunk)
-            preroll[0] = None  # from now on every chunk is live
         except AudioDeviceError as exc:
             self.pipeline.interrupt()
             self._fail(str(exc))
@@ -179,6 +199,8 @@ class AppController(QObject):
         self.error_now = ""
         self._cap.start(int(self.settings.audio.max_record_s * 1000))
         self._watchdog.start()
+        if live[0]:  # a warm microphone: heard from the press on
+            self._start_sound_now()
         self._set(LISTENING, "Listening…")
         return True
 
@@ -212,6 +234,25 @@ class AppController(QObject):
 
     def apply_settings(self, settings: Settings) -> None:
         self.settings = settings
+
+    def _play_start_sound(self, turn: int) -> None:
+        """A microphone opened on the press delivers its first audio (queued from the audio
+        thread): the start sound says "listening" now, when nothing said is lost any more."""
+        due = self._start_sound_due
+        if due is not None and due[0] == turn and self.state == LISTENING:
+            log.info("listening: the microphone delivered %.0f ms after the press",
+                     (time.monotonic() - due[1]) * 1000)
+            self._start_sound_now()
+
+    def _start_sound_now(self) -> None:
+        """Play the start sound once per turn; the microphone's samples taken while it plays,
+        up to START_SOUND_KEPT_OUT_S after the press, are dropped."""
+        due, self._start_sound_due = self._start_sound_due, None
+        if due is None:
+            return
+        began, at = time.monotonic(), self._live_samples[0]
+        heard = min(self._sound("listen-start"), due[1] + START_SOUND_KEPT_OUT_S)
+        self._start_sound_span[:] = at, at + max(0, int((heard - began) * SAMPLE_RATE))
 
     # ------------------------------------------------------------------ recording ends
     def _release_committed(self) -> None:

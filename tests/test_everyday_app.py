@@ -164,8 +164,8 @@ def test_a_timer_is_cancelled_from_the_tray(qtbot, desktop):  # noqa: F811
 
 
 class EchoMicrophone(FakeMicrophone):
-    """A microphone that hears the speaker: while recording, 20 ms blocks arrive from the
-    audio thread, the start sound (as played) mixed over a 300 Hz 'voice'."""
+    """A warm microphone that hears the speaker: while recording, 20 ms blocks arrive from the
+    audio thread, the start sound (from when it was played) mixed over a 300 Hz 'voice'."""
 
     def __init__(self, speaker):
         super().__init__()
@@ -174,22 +174,27 @@ class EchoMicrophone(FakeMicrophone):
 
     def start_recording(self, since=None, on_chunk=None):
         super().start_recording(since, on_chunk)
+        on_chunk(np.zeros(320, np.float32))  # a warm stream's pre-roll, handed over at once
         self._running.set()
         threading.Thread(target=self._deliver, args=(on_chunk,), daemon=True).start()
 
     def _deliver(self, on_chunk):
         import soxr
 
-        pcm = self.speaker.audio(EARCON_TURN)
-        rate = self.speaker.sample_rates.get(EARCON_TURN, 16000)
-        echo = soxr.resample(pcm, rate, 16000).astype(np.float32) if len(pcm) else pcm
         voice = (0.2 * np.sin(2 * np.pi * 300 * np.arange(16000) / 16000)).astype(np.float32)
-        heard = voice.copy()
-        heard[: len(echo)] += echo
-        for i in range(0, len(heard), 320):
+        echo, at = np.zeros(0, np.float32), None  # the start sound from where it began
+        for i in range(0, len(voice), 320):
             if not self._running.is_set():
                 return
-            on_chunk(heard[i:i + 320])
+            block = voice[i:i + 320].copy()
+            if at is None and len(self.speaker.audio(EARCON_TURN)):  # it plays: heard from now
+                pcm = self.speaker.audio(EARCON_TURN)
+                rate = self.speaker.sample_rates.get(EARCON_TURN, 16000)
+                echo, at = soxr.resample(pcm, rate, 16000).astype(np.float32), i
+            if at is not None:
+                part = echo[i - at:i - at + len(block)]
+                block[: len(part)] += part
+            on_chunk(block)
             time.sleep(0.02)
 
     def stop_recording(self):
