@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from . import config
 from .audio.microphone import Microphone
 from .audio.speaker import SpeakerSink
-from .controller import ERROR, IDLE, LISTENING, AppController
+from .controller import ERROR, IDLE, LISTENING, THINKING, AppController
 from .errors import AudioDeviceError, S2SError
 from .history import Exchange, History, current_conversation
 from .hotkey.client import HotkeyClient
@@ -188,11 +188,12 @@ class DesktopApp(AppWindows, QObject):
 
     def _speaker_follows(self, state: str) -> None:
         """The output stream runs only around a turn (an open one costs CPU at idle): opened
-        at the press, while the user speaks, so the reply's first audio never waits for it;
-        closed once the app is idle again."""
+        at the press, while the user speaks, or when a typed question is sent, so the reply
+        never opens it (a stream just started lost the reply's first words through
+        PulseAudio) nor waits for it; closed once the app is idle again."""
         if not isinstance(self.speaker, SpeakerSink):
             return
-        if state == LISTENING and not self.speaker.is_open:
+        if state in (LISTENING, THINKING) and not self.speaker.is_open:
             engine = self.pipeline.tts.engine
             try:
                 self.speaker.open(int(getattr(engine, "sample_rate", 22050)))

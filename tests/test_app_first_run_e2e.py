@@ -111,9 +111,10 @@ def recording_steadily(mouth: MonitorRecorder, timeout_s: float = 10.0) -> None:
     time.sleep(0.1)
 
 
-def ask_150ms_after_the_press(env, question: Path, tmp: Path) -> tuple[float, list[str]]:
-    """Hold the talk key, start speaking ~150 ms later, let go. Returns (when the speech
-    really began after the key went down, in ms; the recording streams while held).
+def ask_150ms_after_the_press(env, question: Path, tmp: Path, after_s: float = 0.15,
+                              combo: str = COMBO) -> tuple[float, list[str]]:
+    """Hold the talk key, start speaking ~150 ms (`after_s`) later, let go. Returns (when the
+    speech really began after the key went down, in ms; the recording streams while held).
 
     paplay's stream starts 0-1600 ms after it is started here, so the speech follows a 10 ms
     tone by MARK_S: the tone, played while the microphone is still closed, is heard on the
@@ -133,15 +134,15 @@ def ask_150ms_after_the_press(env, question: Path, tmp: Path) -> tuple[float, li
     player = subprocess.Popen(["paplay", "--device=micsrc", str(cued)], env=env)
     marked = first_sound(mouth, asked)
     if marked is not None:
-        time.sleep(max(0.0, marked + MARK_S - 0.16 - time.monotonic()))  # 10 ms for xdotool
+        time.sleep(max(0.0, marked + MARK_S - after_s - 0.01 - time.monotonic()))  # xdotool
     pressed = time.monotonic()
-    subprocess.run(["xdotool", "keydown", COMBO], env=env, check=True, timeout=10)
+    subprocess.run(["xdotool", "keydown", combo], env=env, check=True, timeout=10)
     player.wait(30)
     open_during = recording_streams(env)
     times, heard = mouth.samples(pressed, time.monotonic())
     mouth.stop()
     time.sleep(0.3)
-    subprocess.run(["xdotool", "keyup", COMBO], env=env, check=True, timeout=10)
+    subprocess.run(["xdotool", "keyup", combo], env=env, check=True, timeout=10)
     began = onset(times, heard)
     return ((began - pressed) * 1000 if began is not None else 1e9), open_during
 
