@@ -16,7 +16,6 @@ import numpy as np
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from .config import STAGES, Settings
-from .engines.base import SAMPLE_RATE
 from .errors import AudioDeviceError
 from .pipeline.turns import FinishedTurn
 from .states import AppState, StageState, TurnReason
@@ -25,21 +24,9 @@ log = logging.getLogger(__name__)
 
 LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = AppState
 STATES = tuple(AppState)
-# microphone audio taken while the start sound plays is dropped, but only within this long of
-# the press: a word said 150 ms after the press is the user's (issue 16)
-START_SOUND_KEPT_OUT_S = 0.12
 TOO_SHORT = TurnReason.TOO_SHORT  # a tap's turn ends with this reason, not "interrupted"
 _BUSY = (StageState.LOADING, StageState.RELOADING)  # a stage that is not ready yet
 NOTHING_HEARD = "Nothing was heard: hold the key while you speak"
-
-
-def _drop_span(pcm: np.ndarray, first: int, span: list[int]) -> np.ndarray:
-    """`pcm` (whose first sample is live sample number `first`) without the samples numbered
-    inside `span` ([from, to))."""
-    start, end = span[0] - first, span[1] - first
-    if end <= 0 or start >= len(pcm) or end <= start:
-        return pcm
-    return np.concatenate([pcm[: max(0, start)], pcm[end:]])
 
 
 class Recorder(Protocol):
@@ -88,7 +75,6 @@ class AppController(QObject):
         self._watchdog = QTimer(self, interval=250)
         self._watchdog.timeout.connect(self._check_microphone)
 
-        self._start_sound_span, self._live_samples = [0, 0], [0]
         self._start_sound_due: tuple[int, float] | None = None  # (turn, press time)
         self._audio_flowing.connect(self._play_start_sound, Qt.ConnectionType.QueuedConnection)
 
@@ -166,26 +152,19 @@ class AppController(QObject):
         # runs while the key is held and little is left to do at release
         turn = self.pipeline.begin_turn(source=source)
         # the start sound plays once the microphone really delivers audio (a device may take
-        # a second to start): a user who waits for it loses nothing. The pre-roll (handed
-        # over inside start_recording on this thread) is kept; live samples taken while the
-        # sound plays are dropped, within START_SOUND_KEPT_OUT_S of the press
-        muted = self._start_sound_span = [0, 0]  # live sample numbers, set when it plays
-        live, counted = [False], [0]
-        self._live_samples = counted
-        press_thread = threading.get_ident()
+        # a second to start), so a user who waits for it loses nothing. Nothing heard after
+        # the press is dropped, the sound included: dropping even its 120 ms took the first
+        # word of a question said at once ("What is…" heard as "But is…", issue 33)
+        live, press_thread = [False], threading.get_ident()
         self._start_sound_due = (turn, time.monotonic())
 
         def on_chunk(pcm, t=turn):
             if threading.get_ident() == press_thread:  # the pre-roll: audio already flows
                 live[0] = True
-            else:
-                if not live[0]:  # the first block of a stream just opened
-                    live[0] = True
-                    self._audio_flowing.emit(t)
-                first, counted[0] = counted[0], counted[0] + len(pcm)
-                pcm = _drop_span(pcm, first, muted)
-            if len(pcm):
-                self.pipeline.feed(t, pcm)
+            elif not live[0]:  # the first block of a stream just opened
+                live[0] = True
+                self._audio_flowing.emit(t)
+            self.pipeline.feed(t, pcm)
 
         try:
             self.recorder.start_recording(since=since, on_chunk=on_chunk)
@@ -245,14 +224,10 @@ class AppController(QObject):
             self._start_sound_now()
 
     def _start_sound_now(self) -> None:
-        """Play the start sound once per turn; the microphone's samples taken while it plays,
-        up to START_SOUND_KEPT_OUT_S after the press, are dropped."""
-        due, self._start_sound_due = self._start_sound_due, None
-        if due is None:
-            return
-        began, at = time.monotonic(), self._live_samples[0]
-        heard = min(self._sound("listen-start"), due[1] + START_SOUND_KEPT_OUT_S)
-        self._start_sound_span[:] = at, at + max(0, int((heard - began) * SAMPLE_RATE))
+        """Play the start sound, once per turn."""
+        if self._start_sound_due is not None:
+            self._start_sound_due = None
+            self._sound("listen-start")
 
     # ------------------------------------------------------------------ recording ends
     def _release_committed(self) -> None:
