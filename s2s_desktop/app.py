@@ -198,8 +198,10 @@ class DesktopApp(AppWindows, QObject):
 
     def _speaker_follows(self, wanted: bool) -> None:
         """The output stream runs only around a turn (an open one costs CPU at idle): opened
-        at the press, while the user speaks, so the reply's first audio never waits for it;
-        closed once the app is idle again (the controller's OPEN/CLOSE_SPEAKER effects)."""
+        at the press, while the user speaks, or when a typed question is sent, so the reply
+        never opens it (a stream just started lost the reply's first words through
+        PulseAudio) nor waits for it; closed once the app is idle again (the controller's
+        OPEN/CLOSE_SPEAKER effects)."""
         if not isinstance(self.speaker, SpeakerSink):
             return
         if wanted and not self.speaker.is_open:
@@ -310,7 +312,7 @@ class DesktopApp(AppWindows, QObject):
                     self.mic.open()
                 except AudioDeviceError as exc:
                     self.controller.report_error(str(exc))
-            elif not self.mic.keep_open and self.mic.is_open and not self.mic.recording:
+            elif not self.mic.stays_open and self.mic.is_open and not self.mic.recording:
                 self.mic.close()
         if settings.audio.output_device != old.audio.output_device and isinstance(
             self.speaker, SpeakerSink

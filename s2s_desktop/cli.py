@@ -8,6 +8,7 @@ import argparse
 import json
 import logging
 import os
+import pathlib
 import sys
 
 from . import __version__
@@ -104,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how many times each question is asked (default: 5)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="also draw the timings into FILE.png")
+    bench.add_argument("--questions", metavar="FILE", type=pathlib.Path,
+                       help="ask these instead of the held-out set: one 'espeak voice | "
+                            "question' a line (scripts/questions/reporting.txt)")
     _add_settings_options(bench)
 
     try:

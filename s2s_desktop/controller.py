@@ -15,7 +15,7 @@ import time
 from typing import Protocol
 
 import numpy as np
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from .audio_format import SAMPLE_RATE
 from .config import Settings
@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 
 LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = AppState
 STATES = tuple(AppState)
-START_SOUND_KEPT_OUT_S = 0.12  # microphone audio dropped after the press (the start sound)
 TOO_SHORT = TurnReason.TOO_SHORT  # a tap's turn ends with this reason, not "interrupted"
 _BUSY = (StageState.LOADING, StageState.RELOADING)  # a stage that is not ready yet
 NOTHING_HEARD = "Nothing was heard: hold the key while you speak"
@@ -47,6 +46,7 @@ class AppController(QObject):
     state_changed = Signal(str, str)  # state, one line saying what is happening / what failed
     notice = Signal(str)  # a hint the user should see (tap ignored, still loading, cap reached)
     speaker_wanted = Signal(bool)  # open the output now (True) / once what is queued played
+    _audio_flowing = Signal(int)  # from the audio thread: the microphone delivers (turn)
 
     def __init__(self, settings: Settings, pipeline, recorder: Recorder, clock=time.monotonic):
         super().__init__()
@@ -86,6 +86,9 @@ class AppController(QObject):
         self._cap.timeout.connect(self._cap_reached)
         self._watchdog = QTimer(self, interval=250)
         self._watchdog.timeout.connect(self._check_microphone)
+
+        self._start_sound_due: tuple[int, float] | None = None  # (turn, press time)
+        self._audio_flowing.connect(self._play_start_sound, Qt.ConnectionType.QueuedConnection)
 
         ev = pipeline.events  # emitted from stage threads: default (queued) connections
         ev.stage_state.connect(self._on_stage_state)
@@ -320,27 +323,24 @@ class AppController(QObject):
         # a live turn: the recording is fed to the pipeline as it grows, so speech-to-text
         # runs while the key is held and little is left to do at release
         turn = self.pipeline.begin_turn(source=source)
-        # at most START_SOUND_KEPT_OUT_S of it: a word said 150 ms after the press is the
-        # user's (issue 16), and a beep's tail in the question costs Whisper nothing
-        quiet_until = min(self._sound("listen-start"), time.monotonic() + START_SOUND_KEPT_OUT_S)
-        # the pre-roll (from before the press, handed over inside start_recording on this
-        # thread) is kept; the samples the microphone takes while the start sound plays are
-        # not, so the sound never reaches the question
-        skip = [max(0, int((quiet_until - time.monotonic()) * SAMPLE_RATE))]
-        preroll = [threading.get_ident()]
+        # the start sound plays once the microphone really delivers audio (a device may take
+        # a second to start), so a user who waits for it loses nothing. Nothing heard after
+        # the press is dropped, the sound included: dropping even its 120 ms took the first
+        # word of a question said at once ("What is…" heard as "But is…", issue 33)
+        live, press_thread = [False], threading.get_ident()
+        self._start_sound_due = (turn, time.monotonic())
 
         def on_chunk(pcm, t=turn):
-            if preroll[0] != threading.get_ident() and skip[0] > 0:
-                dropped = min(skip[0], len(pcm))
-                skip[0] -= dropped
-                pcm = pcm[dropped:]
-            if len(pcm):
-                self.pipeline.feed(t, pcm)
+            if threading.get_ident() == press_thread:  # the pre-roll: audio already flows
+                live[0] = True
+            elif not live[0]:  # the first block of a stream just opened
+                live[0] = True
+                self._audio_flowing.emit(t)
+            self.pipeline.feed(t, pcm)
 
         self.current_turn = turn
         try:
             self.recorder.start_recording(since=since, on_chunk=on_chunk)
-            preroll[0] = None  # from now on every chunk is live
         except AudioDeviceError as exc:
             return self._device_failed(exc)
         self.turn_info = {"id": turn, "source": source, "pressed_at": at, **info}
@@ -348,7 +348,24 @@ class AppController(QObject):
         self.error_now = ""
         self._cap.start(int(self.settings.audio.max_record_s * 1000))
         self._watchdog.start()
+        if live[0]:  # a warm microphone: heard from the press on
+            self._start_sound_now()
         return True
+
+    def _play_start_sound(self, turn: int) -> None:
+        """A microphone opened on the press delivers its first audio (queued from the audio
+        thread): the start sound says "listening" now, when nothing said is lost any more."""
+        due = self._start_sound_due
+        if due is not None and due[0] == turn and self.state == LISTENING:
+            log.info("listening: the microphone delivered %.0f ms after the press",
+                     (time.monotonic() - due[1]) * 1000)
+            self._start_sound_now()
+
+    def _start_sound_now(self) -> None:
+        """Play the start sound, once per turn."""
+        if self._start_sound_due is not None:
+            self._start_sound_due = None
+            self._sound("listen-start")
 
     def _do_start_release_grace(self) -> None:
         self._release_at = self._key_up_at

@@ -146,7 +146,9 @@ def _cap(now: Situation) -> Step:
 
 def _ask(now: Situation) -> Step:
     drop = (Effect.CANCEL_RECORDING,) if now.state is LISTENING else ()
-    return _go(now, THINKING, *drop, Effect.SUBMIT_TEXT, error_shown=False)
+    # the output opens as the question is sent: a stream started by the reply itself lost
+    # its first words through PulseAudio (issue 33)
+    return _go(now, THINKING, *drop, Effect.OPEN_SPEAKER, Effect.SUBMIT_TEXT, error_shown=False)
 
 
 def _transcript(now: Situation) -> Step:

@@ -1,27 +1,30 @@
-"""Release → first sound through the real audio loop, over whole conversations.
+"""Release → first reply sound through the real audio loop, with the app as shipped.
 
-    python scripts/real_loop.py --runs 3 [--turns 12] [--hold 0] [--profile starter] [--keep DIR]
+    python scripts/real_loop.py --runs 3 [--questions scripts/questions/reporting.txt]
+                                [--turns 12] [--hold 0] [--profile starter] [--keep DIR]
 
 What it does, per run (each run is a fresh app, so a fresh conversation):
 - starts a private Xvfb screen and a private PulseAudio server whose null sinks stand in for
   the microphone (`micsrc`, its monitor is the app's input) and the speaker (`spk`);
-- starts the app plainly (`python -m s2s_desktop`, only the hotkey set and the listening
-  earcons off, so the first sound after release is the reply; `--profile` adds a profile)
-  with its settings, history and logs in a temporary folder, and waits until its models load;
-- for each held-out question of `s2s_desktop.commands.bench.HELD_OUT`, then `LATER` (spoken
-  by espeak-ng, its trailing silence trimmed): holds the real hotkey with xdotool, plays the
-  question into the microphone with paplay, releases the key `--hold` seconds after paplay
-  returns (0: with the last word), and records the speaker's monitor with parec the whole time;
-- finds the first reply sound on that recording: release → first sound per turn; the app's
-  own figures (from `s2s-desktop status`) and the history's transcript and reply beside it;
+- starts the app plainly (`python -m s2s_desktop`, no options: the default talk key, earcons
+  and microphone as shipped; `--profile` adds a profile) with its settings, history and logs
+  in a temporary folder, and waits until its models load;
+- for each question (`--questions FILE`: "espeak voice | question" a line, see
+  scripts/questions/; else the bench's held-out set, then LATER, in en-us), spoken by
+  espeak-ng with its trailing silence trimmed: holds the real talk key with xdotool, plays
+  the question into the microphone with paplay, releases the key `--hold` seconds after
+  paplay returns (0: with the last word), and records the speaker's monitor with parec;
+- on that recording, separates the listen-stop sound (played at the release) from the reply
+  (handed to the output at the app's `first_audio_at`): release → first reply sound, release
+  → stop sound, and the silence between the stop sound's end and the reply (negative: they
+  overlap); the app's own stage figures and the history's transcript and reply beside them;
 - with `--keep DIR`: each turn's recording of the speaker from the release on
-  (`runR-turnN.wav`, to listen to or transcribe) and a screenshot of the screen after the
-  run's last turn (`runR.png`).
+  (`runR-turnN.wav`) and a screenshot of the screen after the run's last turn (`runR.png`).
 
-Prints JSON: `release_to_first_sound_ms` {"median","min","max"} over every turn,
-`by_turn` (turn, release_to_first_sound_ms, app_release_to_first_audio_ms, transcript,
-reply), `by_group` (turns 1, 2-8, 9+), `last4_over_first4`, the machine. Needs Xvfb, xdotool,
-pulseaudio, pactl, paplay, parec, espeak-ng and the app's models installed
+Prints JSON: `release_to_first_sound_ms` {"median","p90","min","max"} over every turn,
+`stages_ms` (the app's per-stage split, median and p90), `stop_sound`, `by_turn`,
+`by_group` (turns 1, 2-8, 9+), `last4_over_first4`, the machine and its load. Needs Xvfb,
+xdotool, pulseaudio, pactl, paplay, parec, espeak-ng and the app's models installed
 (docs/performance.md quotes its figures).
 """
 
@@ -44,7 +47,10 @@ from s2s_desktop import ipc  # noqa: E402
 from s2s_desktop.audio.files import write_wav  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT, spoken  # noqa: E402
 from s2s_desktop.commands.bench_measures import TURN_GROUPS, stats  # noqa: E402
+from s2s_desktop.commands.bench_questions import SpokenQuestion, read_questions  # noqa: E402
+from s2s_desktop.config import HotkeySettings  # noqa: E402
 from tests.helpers.desktop_env import (  # noqa: E402
+    LOUD,
     RATE,
     MonitorRecorder,
     missing,
@@ -70,9 +76,10 @@ LATER = [
 ]
 QUESTIONS = [*HELD_OUT, *LATER]
 
-COMBO = "ctrl+alt+space"
+COMBO = HotkeySettings().combo  # the talk key as shipped
 BETWEEN_TURNS_S = 1.0  # a person's pause before the next question
-APP_STAGES = ("stt_after_release", "llm_first_token", "first_sentence", "tts_first_chunk")
+APP_STAGES = ("stt_after_release", "llm_first_token", "first_sentence", "tts_first_chunk",
+              "release_to_first_audio")
 
 
 class App:
@@ -80,12 +87,9 @@ class App:
 
     def __init__(self, root: Path, env: dict, profile: str):
         self.root, self.env = root, env
-        cmd = [sys.executable, "-m", "s2s_desktop"]
+        cmd = [sys.executable, "-m", "s2s_desktop"]  # as a user starts it: no --set
         if profile:
             cmd += ["--profile", profile]
-        # no listening earcons: the first sound after release must be the reply
-        cmd += ["--set", f"hotkey.combo={COMBO}", "--set", "hotkey.mode=hold",
-                "--set", "audio.earcons=false"]
         self.log = open(root / "app.log", "wb")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                      cwd=ROOT)
@@ -152,22 +156,46 @@ def ask(app: App, env: dict, recorder: MonitorRecorder, wav: Path, hold_s: float
                     timeout_s=180, interval=0.1)
     time.sleep(0.3)  # the last samples reach the monitor
     times, pcm = recorder.samples(released, time.monotonic())
-    first = onset(times, pcm)
     if keep is not None:
         write_wav(keep, pcm, RATE)
     turn = done["turn"]
     app_ms = None
     if turn.get("first_audio_at") and turn.get("released_at"):
         app_ms = round((turn["first_audio_at"] - turn["released_at"]) * 1000, 1)
+    sounds = stop_sound_and_reply(times, pcm, turn.get("first_audio_at"))
     return {
         "reason": turn.get("reason"),
-        "release_to_first_sound_ms": round((first - released) * 1000, 1) if first else None,
+        "release_to_first_sound_ms": ms(sounds["reply"], released),
+        "release_to_stop_sound_ms": ms(sounds["stop_sound"], released),
+        "stop_sound_to_reply_gap_ms": ms(sounds["reply"], sounds["stop_sound_end"]),
         "app_release_to_first_audio_ms": app_ms,
         "timings_ms": turn.get("timings_ms", {}),
     }
 
 
-def one_run(questions: list[tuple[str, Path]], hold_s: float, profile: str,
+def ms(later: float | None, earlier: float | None) -> float | None:
+    return round((later - earlier) * 1000, 1) if later and earlier else None
+
+
+def stop_sound_and_reply(times, pcm, handed_at: float | None) -> dict:
+    """When the listen-stop sound (before the reply was handed to the output) began and
+    ended, and when the reply was first heard (the first sound after both)."""
+    loud = abs(pcm) > LOUD
+    before = loud & (times < handed_at) if handed_at else loud & False
+    stop = float(times[before][0]) if before.any() else None
+    stop_end = float(times[before][-1]) if before.any() else None
+    after = loud & (times >= (handed_at or 0.0))
+    if stop_end is not None:  # the stop sound may still play when the reply is handed over
+        quiet = ~loud & (times > stop_end)
+        first_quiet = times[quiet][0] if quiet.any() else stop_end
+        if first_quiet > (handed_at or 0.0):
+            stop_end = float(first_quiet)
+            after &= times > stop_end
+    reply = float(times[after][0]) if after.any() else onset(times, pcm)
+    return {"stop_sound": stop, "stop_sound_end": stop_end, "reply": reply}
+
+
+def one_run(questions: list[tuple[SpokenQuestion, Path]], hold_s: float, profile: str,
             keep: Path | None = None, run: int = 1) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="s2s-real-loop-") as tmp:
         root = Path(tmp)
@@ -184,10 +212,10 @@ def one_run(questions: list[tuple[str, Path]], hold_s: float, profile: str,
                 app.wait(lambda s: s["state"] in ("idle", "error") and all(s["models"].values()),
                          timeout_s=300, interval=0.5)
                 turns = []
-                for n, (text, wav) in enumerate(questions, start=1):
+                for n, (q, wav) in enumerate(questions, start=1):
                     row = ask(app, env, recorder, wav, hold_s,
                               keep / f"run{run}-turn{n}.wav" if keep else None)
-                    turns.append({"turn": n, "question": text, **row})
+                    turns.append({"turn": n, "question": q.text, "voice": q.voice, **row})
                     print(f"[real-loop] turn {n}: {row['release_to_first_sound_ms']} ms",
                           file=sys.stderr)
                     time.sleep(BETWEEN_TURNS_S)
@@ -208,47 +236,70 @@ def one_run(questions: list[tuple[str, Path]], hold_s: float, profile: str,
                 recorder.stop()
 
 
-def report(runs: list[list[dict]], hold_s: float, profile: str) -> dict:
+def p90(values) -> float | None:
+    values = sorted(v for v in values if v is not None)
+    return round(values[min(len(values) - 1, int(0.9 * len(values)))], 1) if values else None
+
+
+def summary(values) -> dict:
+    return {**stats(values), "p90": p90(values)}
+
+
+def report(runs: list[list[dict]], hold_s: float, profile: str, questions: str) -> dict:
     key = "release_to_first_sound_ms"
-    every = [t[key] for run in runs for t in run]
+    turns = [t for run in runs for t in run]
     by_turn = []
     for n in range(1, max(len(r) for r in runs) + 1):
         rows = [r[n - 1] for r in runs if len(r) >= n]
         by_turn.append({
             "turn": n,
             key: stats([t[key] for t in rows]),
-            "app_release_to_first_audio_ms": stats(
-                [t["app_release_to_first_audio_ms"] for t in rows]),
+            "stop_sound_to_reply_gap_ms": stats([t["stop_sound_to_reply_gap_ms"] for t in rows]),
             "app_stages_ms": {stage: stats([t["timings_ms"].get(stage) for t in rows])["median"]
                               for stage in APP_STAGES},
             "question": rows[-1]["question"],
+            "voice": rows[-1]["voice"],
             "transcript": rows[-1].get("transcript", ""),
             "reply": rows[-1].get("reply", ""),
         })
-    groups = {name: stats([t[key] for run in runs for t in run if lo <= t["turn"] <= hi])
+    every = [t[key] for t in turns]
+    groups = {name: stats([t[key] for t in turns if lo <= t["turn"] <= hi])
               for name, lo, hi in TURN_GROUPS}
     first4 = stats([t[key] for run in runs for t in run[:4]])["median"]
     last4 = stats([t[key] for run in runs for t in run[-4:]])["median"]
+    gaps = [t["stop_sound_to_reply_gap_ms"] for t in turns]
     return {
         "runs": len(runs),
         "turns": max(len(r) for r in runs),
+        "questions": questions,
         "hold_s": hold_s,
         "profile": profile or "(plain start)",
-        key: stats(every),
+        key: summary(every),
+        "stages_ms": {stage: summary([t["timings_ms"].get(stage) for t in turns])
+                      for stage in APP_STAGES},
+        "stop_sound": {
+            "release_to_stop_sound_ms": summary([t["release_to_stop_sound_ms"] for t in turns]),
+            "stop_sound_to_reply_gap_ms": summary(gaps),
+            "overlapping_turns": sum(1 for g in gaps if g is not None and g < 0),
+        },
         "turns_over_1200_ms": sum(1 for v in every if v is None or v > 1200),
         "last4_over_first4": round(last4 / first4, 2) if first4 and last4 else None,
         "by_group": groups,
         "by_turn": by_turn,
-        "failed_turns": sum(1 for run in runs for t in run if t["reason"] != "ok"),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "failed_turns": sum(1 for t in turns if t["reason"] != "ok"),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "load_average": [round(x, 2) for x in os.getloadavg()]},
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="conversations, each in a fresh app")
-    parser.add_argument("--turns", type=int, default=len(HELD_OUT),
-                        help=f"questions per conversation (at most {len(QUESTIONS)})")
+    parser.add_argument("--questions", type=Path,
+                        help="'espeak voice | question' a line (scripts/questions/reporting.txt)")
+    parser.add_argument("--turns", type=int, default=0,
+                        help="questions per conversation (default: all of --questions, else "
+                             f"{len(HELD_OUT)} of the bench's held-out set and LATER)")
     parser.add_argument("--hold", type=float, default=0.0,
                         help="seconds the key stays down after the last word")
     parser.add_argument("--profile", default="", help="a model profile (default: plain start)")
@@ -259,18 +310,22 @@ def main() -> int:
         print(f"{tool} is not installed: apt-get install xvfb xdotool pulseaudio "
               "pulseaudio-utils espeak-ng", file=sys.stderr)
         return 2
+    asked = (read_questions(args.questions) if args.questions
+             else [SpokenQuestion(text) for text in QUESTIONS])
+    asked = asked[: args.turns or (len(asked) if args.questions else len(HELD_OUT))]
     with tempfile.TemporaryDirectory(prefix="s2s-real-loop-q-") as tmp:
         folder = Path(tmp)
         questions = []
-        for i, text in enumerate(QUESTIONS[: args.turns]):
+        for i, q in enumerate(asked):
             wav = folder / f"q{i}.wav"
-            write_wav(wav, spoken(folder, f"raw{i}", text), 16000)  # trailing silence trimmed
-            questions.append((text, wav))
+            write_wav(wav, spoken(folder, f"raw{i}", q.text, q.voice), 16000)  # silence trimmed
+            questions.append((q, wav))
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
         runs = [one_run(questions, args.hold, args.profile, args.keep, r)
                 for r in range(1, max(1, args.runs) + 1)]
-    print(json.dumps(report(runs, args.hold, args.profile), indent=2))
+    source = str(args.questions) if args.questions else "the bench's held-out set (en-us)"
+    print(json.dumps(report(runs, args.hold, args.profile, source), indent=2))
     return 0
 
 

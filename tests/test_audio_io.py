@@ -62,9 +62,9 @@ class FakeStream:
     def feed(self, block: np.ndarray) -> None:
         self.callback(block.reshape(-1, 1).astype(np.float32), len(block), None, None)
 
-    def pull(self, frames: int) -> np.ndarray:
+    def pull(self, frames: int, status=None) -> np.ndarray:
         out = np.full((frames, 1), np.nan, np.float32)
-        self.callback(out, frames, None, None)
+        self.callback(out, frames, None, status)
         return out[:, 0].copy()
 
     def unplug(self):
@@ -328,6 +328,39 @@ def test_drain_waits_until_the_turn_was_played_or_stopped():
     t0 = time.monotonic()
     sink.drain(2, stop)
     assert time.monotonic() - t0 < 0.05
+
+
+def test_a_speaker_that_keeps_underrunning_is_reopened_and_loses_nothing_queued(caplog):
+    from types import SimpleNamespace
+
+    sd = FakeSD()
+    sink = SpeakerSink(sd=sd)
+    sink.play(tone(1.0), 22050, turn=1)
+    first = sd.streams[-1]
+    late = SimpleNamespace(output_underflow=True)  # PortAudio: the device ran dry before this
+    played = [first.pull(441, late) for _ in range(6)]
+    with caplog.at_level("WARNING", logger="s2s_desktop.audio.speaker"):
+        sink.play(tone(0.5, value=0.25), 22050, turn=1)  # the reply's next chunk
+    again = sd.streams[-1]
+    assert again is not first and again.active and not first.active
+    assert again.blocksize == 2 * first.blocksize
+    assert "ran out of audio 6 times" in caplog.text and "40 ms blocks" in caplog.text
+    played.append(again.pull(int(1.6 * 22050)))
+    heard = np.concatenate(played)
+    assert np.sum(heard == 0.5) == 22050 and np.sum(heard == 0.25) == int(0.5 * 22050)
+
+
+def test_underruns_in_silence_reopen_nothing():
+    from types import SimpleNamespace
+
+    sd = FakeSD()
+    sink = SpeakerSink(sd=sd)
+    sink.play(tone(0.01), 22050, turn=1)
+    stream = sd.streams[-1]
+    for _ in range(10):  # nothing queued: an underrun is silence late, nothing lost
+        stream.pull(441, SimpleNamespace(output_underflow=True))
+    sink.play(tone(0.1), 22050, turn=2)
+    assert sd.streams[-1] is stream
 
 
 def test_speaker_resamples_when_the_device_refuses_the_voice_rate():

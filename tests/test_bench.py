@@ -131,3 +131,54 @@ def test_measures_from_a_turns_own_marks():
                                    "9+": {"median": 10.5, "min": 9.0, "max": 12.0}}
     speech = np.concatenate([np.full(1600, 0.2, np.float32), np.zeros(8000, np.float32)])
     assert len(trim_trailing_silence(speech, 16000)) == 1600
+
+
+def test_bench_asks_the_questions_of_a_file_in_their_voices(fast_bench, tmp_path, capsys):
+    from s2s_desktop.commands.bench_questions import read_questions
+
+    asked = tmp_path / "q.txt"
+    asked.write_text("# two voices\nen-us | What is the capital of Canada?\n\n"
+                     "en-gb-scotland | Where do penguins live?\n")
+    assert [(q.voice, q.text) for q in read_questions(asked)] == [
+        ("en-us", "What is the capital of Canada?"),
+        ("en-gb-scotland", "Where do penguins live?")]
+    args = argparse.Namespace(runs=1, json=True, plot=None, questions=asked)
+    assert bench.bench_command(args, fast_bench) == 0
+    turns = json.loads(capsys.readouterr().out)["conversation"]["by_turn"]
+    assert [t["question"] for t in turns] == [
+        "What is the capital of Canada?", "Where do penguins live?"]
+
+
+def test_a_questions_file_it_cannot_read_says_which_line_and_how():
+    from pathlib import Path
+
+    from s2s_desktop.commands.bench_questions import read_questions
+    from s2s_desktop.errors import S2SError
+
+    gone = Path(__file__).with_name("no-such-questions.txt")
+    with pytest.raises(S2SError, match="cannot read the questions"):
+        read_questions(gone)
+
+
+def test_a_malformed_questions_line_is_named(tmp_path):
+    from s2s_desktop.commands.bench_questions import read_questions
+    from s2s_desktop.errors import S2SError
+
+    bad = tmp_path / "q.txt"
+    bad.write_text("en-us | What time is it?\nen us | Who are you?\n")
+    with pytest.raises(S2SError, match=r"q.txt:2: write one question a line as 'voice \| q"):
+        read_questions(bad)
+
+
+def test_the_tuning_and_reporting_sets_are_apart_and_in_four_voices():
+    from pathlib import Path
+
+    from s2s_desktop.commands.bench_questions import read_questions
+
+    folder = Path(__file__).resolve().parent.parent / "scripts" / "questions"
+    tuning, reporting = (read_questions(folder / f"{name}.txt")
+                         for name in ("tuning", "reporting"))
+    assert len(reporting) >= 24 and len({q.voice for q in reporting}) >= 4
+    assert not {q.text for q in tuning} & {q.text for q in reporting}
+    used = set(bench.HELD_OUT) | {t for texts in bench.QUESTIONS.values() for t in texts}
+    assert not {q.text for q in reporting} & used  # never tuned on through the bench either

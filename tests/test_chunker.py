@@ -83,3 +83,32 @@ def test_a_joining_word_still_being_written_is_not_cut_before():
     c = SentenceChunker()
     assert c.feed("Bread rises in the oven because") == []  # "because" may be "becausal"…
     assert c.feed(" yeast") == ["Bread rises in the oven"]
+
+
+LONG_FIRST = {
+    "The boiling point of water is a measure that describes the temperature at which it "
+    "turns into steam.": "The boiling point of water is a measure",
+    "The primary colors are the only two colors that cannot be made by mixing other "
+    "colors.": "The primary colors are the only two colors",
+    "Honey is a sweet food made by bees from the nectar of flowers.":
+        "Honey is a sweet food made",
+    "Leap years have one extra day added at the end of the month of February.":
+        "Leap years have one extra day added",
+}
+SHORT_FIRST = ("The capital of Japan is Tokyo.", "A spider has eight legs.",
+               "The capital city of the country France is Paris.", "It's 11:31.",
+               "The game was stopped on the day due to heavy rain.")
+
+
+def test_a_long_first_sentence_is_split_whether_streamed_or_given_whole():
+    for sentence, first in LONG_FIRST.items():
+        for pieces in (chunk(sentence + " It is so."), chunk(sentence + " It is so.", 500)):
+            assert pieces[0] == first, pieces
+            assert " ".join(pieces) == sentence + " It is so."  # nothing lost or repeated
+            assert len(pieces[0].split()) <= 8
+
+
+def test_a_short_first_sentence_is_not_split():
+    for sentence in SHORT_FIRST:
+        for step in (3, 500):
+            assert chunk(sentence + " More follows.", step)[0] == sentence

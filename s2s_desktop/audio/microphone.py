@@ -3,7 +3,9 @@ it ends (so the desktop's "microphone in use" light is off at idle), or — with
 kept warm with a pre-roll ring buffer so the first word said as the key goes down is not cut;
 a level for a meter, and clear errors when there is no device, no PortAudio, or the device
 goes away mid-recording. `open_to_first_sample_ms` says how long opening took to deliver
-audio: the gap a press-to-speech pause must cover when the stream opens on press."""
+audio: what is said in that time is lost (PulseAudio took 1.5 s to start an idle source here,
+every time), so a device that opens slower than SLOW_OPEN_MS is kept open between questions
+(`slow_open_ms` says why) even when the user did not ask for it."""
 
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ STALL_S = 1.0  # no audio callback for this long while open ⇒ the device is go
 # a device just opened may take this long to deliver its first block (a suspended PulseAudio
 # source took 1.4 s here) before it counts as gone
 FIRST_BLOCK_S = 5.0
+# a device that takes longer than this to deliver its first block after opening loses the
+# start of a question said at once after the press: it stays open from then on
+SLOW_OPEN_MS = 120.0
 
 
 class Microphone:
@@ -63,6 +68,8 @@ class Microphone:
         self._level = 0.0
         self._opened_at: float | None = None  # until the first block arrives
         self.open_to_first_sample_ms: float | None = None
+        self.slow_open_ms: float | None = None  # set: kept open because opening took this long
+        self.warmed_up = False  # the warm-up at start has measured the device
 
     # ------------------------------------------------------------------ stream
     def open(self) -> None:
@@ -114,24 +121,49 @@ class Microphone:
         log.info("microphone open: %s at %d Hz", self.label, rate)
 
     def warm_up(self, timeout_s: float = 2.0) -> float | None:
-        """Open, wait for the first block, close: the sound system's first open of a run is
-        the slow one (1.4-2 s through PulseAudio here, ~30 ms after), so the first press is
-        as quick as the next. Returns that first open's time to the first sample (ms).
-        Safe to run in a thread: a press meanwhile waits for it."""
+        """Open, wait for the first block, close, and open once more to measure how long a
+        press will wait for audio: the sound system's first open of a run is slow (1.4-2 s
+        through PulseAudio), and on some systems every open is (an idle PulseAudio source,
+        1.5 s here). A device slower than SLOW_OPEN_MS stays open. Returns the first open's
+        time to the first sample (ms). Safe to run in a thread: a press meanwhile waits."""
         with self._warming:
-            self.open()
-            deadline = self.clock() + timeout_s
-            while self.open_to_first_sample_ms is None and self.clock() < deadline:
-                time.sleep(0.01)
-            took = self.open_to_first_sample_ms
+            took = self._open_and_wait(timeout_s)
             if not self.keep_open:
                 self.close()
+                again = self._open_and_wait(timeout_s)
+                if again is None or not self._kept_if_slow(again):
+                    self.close()
+        self.warmed_up = True
         if took is None:
             log.info("microphone warm-up: no audio within %.0f s (the first press may wait "
                      "for the sound system)", timeout_s)
         else:
             log.info("microphone warmed up: first audio after %.0f ms", took)
         return took
+
+    def _open_and_wait(self, timeout_s: float) -> float | None:
+        self.open()
+        deadline = time.monotonic() + timeout_s  # real time, whatever clock stamps the audio
+        while self.open_to_first_sample_ms is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.open_to_first_sample_ms
+
+    def _kept_if_slow(self, open_ms: float) -> bool:
+        """Keep the stream open from now on when opening it took longer than SLOW_OPEN_MS."""
+        if self.keep_open or self.slow_open_ms is not None or open_ms <= SLOW_OPEN_MS:
+            return self.slow_open_ms is not None
+        self.slow_open_ms = open_ms
+        log.warning(
+            "microphone: it took %.0f ms to start delivering audio (over %.0f ms), so words "
+            "said just after the press would be lost: it stays open between questions from "
+            "now on (nothing is kept but a %.1f s pre-roll)", open_ms, SLOW_OPEN_MS,
+            self.preroll_s)
+        return True
+
+    @property
+    def stays_open(self) -> bool:
+        """Open between questions: asked for (keep_open) or needed (a slow device)."""
+        return self.keep_open or self.slow_open_ms is not None
 
     def close(self) -> None:
         with self._lock:
@@ -232,6 +264,9 @@ class Microphone:
         self._close_unless_kept()
 
     def _close_unless_kept(self) -> None:
+        opened = self.open_to_first_sample_ms
+        if opened is not None and self._kept_if_slow(opened):
+            return
         if not self.keep_open:
             self.close()
 

@@ -1,5 +1,7 @@
 """The speaker: a sounddevice output stream whose callback reads a queue of the assistant's
-audio. `flush()` silences it at once (barge-in), `drain()` waits until a turn has been heard."""
+audio. `flush()` silences it at once (barge-in), `drain()` waits until a turn has been heard.
+A stream that keeps underrunning (ALSA's "underrun occurred", each one dropping what the device
+held) is reopened with larger blocks, and the log says so; what is still queued is kept."""
 
 from __future__ import annotations
 
@@ -23,6 +25,11 @@ FIRST_HEARD_KEEP = 16  # turns whose first-sample time is kept
 # ALSA/PulseAudio. 10 ms (20 ms latency) underran without pause on this loaded 2-core machine
 # (ALSA snd_pcm_recover every callback); see docs/performance.md.
 BLOCK_MS = 20
+# this many underruns within UNSTEADY_WINDOW_S while audio plays: the device is not fed in
+# time, so the stream is reopened with blocks twice as long (up to MAX_BLOCK_MS)
+UNSTEADY_UNDERRUNS = 5
+UNSTEADY_WINDOW_S = 1.0
+MAX_BLOCK_MS = 80
 
 
 class SpeakerSink(AudioSink):
@@ -48,6 +55,8 @@ class SpeakerSink(AudioSink):
         self._first_heard: dict[int, float] = {}  # turn -> when the callback took its first sample
         self.latency_ms = 0.0  # the output latency PortAudio reports for the open stream
         self.underruns = 0  # callbacks too late to keep the device fed
+        self._recent_underruns: collections.deque[float] = collections.deque()  # while playing
+        self._opening = threading.Lock()  # the player and the earcons may both (re)open it
 
     # ------------------------------------------------------------------ stream
     def open(self, sample_rate: int) -> None:
@@ -110,9 +119,12 @@ class SpeakerSink(AudioSink):
         out = outdata[:, 0]
         filled = 0
         now = time.monotonic()
-        if status and getattr(status, "output_underflow", False):
-            self.underruns += 1
+        underflow = bool(status and getattr(status, "output_underflow", False))
         with self._lock:
+            if underflow:
+                self.underruns += 1
+                if self._queue:  # a gap in the assistant's voice, not in silence
+                    self._recent_underruns.append(now)
             while filled < frames and self._queue:
                 item = self._queue[0]
                 turn, pcm, offset = item
@@ -137,11 +149,14 @@ class SpeakerSink(AudioSink):
 
     # ------------------------------------------------------------------ AudioSink
     def play(self, pcm: np.ndarray, sample_rate: int, turn: int) -> None:
-        stream = self._stream
-        if stream is None or self._lost or not stream.active:
-            self.open(sample_rate)  # first use, or one reopen after a loss; raises if it fails
-        elif sample_rate != self._requested and not self._queue:
-            self.open(sample_rate)  # the voice changed rate: follow it while nothing plays
+        with self._opening:
+            stream = self._stream
+            if stream is None or self._lost or not stream.active:
+                self.open(sample_rate)  # first use, or one reopen after a loss; raises if not
+            elif sample_rate != self._requested and not self._queue:
+                self.open(sample_rate)  # the voice changed rate: follow it while nothing plays
+            else:
+                self._reopen_if_unsteady()
         pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
         if sample_rate != self.rate and pcm.size:
             import soxr
@@ -153,6 +168,29 @@ class SpeakerSink(AudioSink):
             self._queue.append([turn, pcm, 0])
             self._pending[turn] = self._pending.get(turn, 0) + len(pcm)
 
+    def _reopen_if_unsteady(self) -> None:
+        """Reopen with blocks twice as long when the stream keeps underrunning (the queue is
+        kept, so the reply goes on where it was)."""
+        now = time.monotonic()
+        with self._lock:
+            recent = self._recent_underruns
+            while recent and now - recent[0] > UNSTEADY_WINDOW_S:
+                recent.popleft()
+            if len(recent) < UNSTEADY_UNDERRUNS or self._block_ms >= MAX_BLOCK_MS:
+                return
+            count = len(recent)
+            recent.clear()
+        before, self._block_ms = self._block_ms, min(MAX_BLOCK_MS, self._block_ms * 2)
+        log.warning(
+            "speaker: the sound system ran out of audio %d times in %.0f s while the assistant "
+            "spoke (each time it drops what it held: ALSA's 'underrun occurred'), so the output "
+            "was reopened with %d ms blocks instead of %d ms (a little more delay, no gaps)",
+            count, UNSTEADY_WINDOW_S, self._block_ms, before)
+        try:
+            self.open(self._requested)
+        except AudioDeviceError as exc:
+            self._lost = str(exc)
+
     def drain(self, turn: int, stop: threading.Event) -> None:
         """Wait until the turn's audio has left the queue, then the device's latency."""
         while not stop.is_set():
@@ -161,6 +199,8 @@ class SpeakerSink(AudioSink):
                 lost = self._lost
             if left <= 0 or lost:
                 break
+            with self._opening:
+                self._reopen_if_unsteady()
             stop.wait(0.01)
         stream = self._stream
         if stream is not None and not stop.is_set():

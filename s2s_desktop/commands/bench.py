@@ -41,6 +41,7 @@ from .bench_measures import (
     stats,
     wer,
 )
+from .bench_questions import SpokenQuestion, read_questions
 from .bench_report import format_table, plot_timeline
 
 QUESTIONS = {
@@ -76,30 +77,33 @@ BETWEEN_TURNS_S = 1.0  # a person's pause before the next question
 PACE = 1.0  # seconds of wall time per second of recording (tests speed it up)
 
 
-def spoken(folder: Path, name: str, text: str) -> np.ndarray:
-    """`text` spoken by espeak-ng (cached), up to the end of its last word."""
-    path = folder / f"{name}.wav"
+def spoken(folder: Path, name: str, text: str, voice: str = "en-us") -> np.ndarray:
+    """`text` spoken by espeak-ng in `voice` (cached), up to the end of its last word."""
+    path = folder / f"{name}-{voice}.wav"
     if not path.exists():
-        subprocess.run(
-            ["espeak-ng", "-v", "en-us", "-s", "160", "-w", str(path), text],
-            check=True,
-            capture_output=True,
-        )
+        done = subprocess.run(["espeak-ng", "-v", voice, "-s", "160", "-w", str(path), text],
+                              capture_output=True, text=True)
+        if done.returncode != 0 or not path.exists():
+            raise S2SError(f"espeak-ng could not say {text!r} in voice {voice!r} "
+                           f"({done.stderr.strip()}): see `espeak-ng --voices=en`")
     return trim_trailing_silence(read_audio(path), SAMPLE_RATE)
 
 
-def spoken_questions(folder: Path) -> dict[str, list[tuple[str, np.ndarray]]]:
-    """The fixed question classes and the held-out set, spoken once and cached."""
+def spoken_questions(folder: Path, held_out: list[SpokenQuestion] | None = None
+                     ) -> dict[str, list[tuple[str, np.ndarray]]]:
+    """The fixed question classes and the held-out set (or `held_out`, from --questions),
+    spoken once and cached."""
     if shutil.which("espeak-ng") is None:
         raise S2SError(
             "the benchmark speaks its questions with espeak-ng: install it "
             "(apt-get install espeak-ng / brew install espeak-ng)"
         )
     folder.mkdir(parents=True, exist_ok=True)
-    sets = dict(QUESTIONS, held_out=HELD_OUT)
+    sets = {cls: [SpokenQuestion(t) for t in texts] for cls, texts in QUESTIONS.items()}
+    sets["held_out"] = held_out or [SpokenQuestion(t) for t in HELD_OUT]
     return {
-        cls: [(text, spoken(folder, f"{cls}-{i}", text)) for i, text in enumerate(texts)]
-        for cls, texts in sets.items()
+        cls: [(q.text, spoken(folder, f"{cls}-{i}", q.text, q.voice)) for i, q in enumerate(qs)]
+        for cls, qs in sets.items()
     }
 
 
@@ -479,7 +483,8 @@ def bench_command(args, settings: Settings) -> int:
             import matplotlib  # noqa: F401  (checked before minutes of measuring)
         except ImportError:
             raise S2SError('--plot needs matplotlib: pip install "s2s-desktop[plot]"') from None
-    questions = spoken_questions(cache_dir() / "bench-questions")
+    chosen = read_questions(args.questions) if getattr(args, "questions", None) else None
+    questions = spoken_questions(cache_dir() / "bench-questions", chosen)
     bench = Bench(settings, args.runs)
     try:
         report = bench.run(questions)

@@ -1,9 +1,11 @@
 """Text deltas → speakable pieces, as early as they can sound natural.
 
 The first piece goes out at the first sentence end, or at a clause boundary once it has a
-few words, or before a joining word ("because", "when", "by", …) once it has a few more, or
-before a preposition ("in", "from", …) once a long tail follows it, so TTS can start while
-the LLM writes: the first piece's synthesis is what the user waits for. Later pieces break at
+few words, or before a joining word ("because", "when", "that", "by", …) once it has a few
+more, or before a preposition ("in", "from", …) once a long tail follows it (while the
+sentence is still being written, or when it is over FIRST_PIECE_MAX_WORDS long), so TTS can
+start while the LLM writes: the first piece's synthesis is what the user waits for, and a
+long clause took 450 ms of it here. Later pieces break at
 sentence ends (or at clauses when a sentence runs long). Abbreviations ("Dr.", "e.g."),
 initials and decimals do not split. Code blocks are dropped; markdown, emoji, HTML and URLs
 are made speakable.
@@ -22,10 +24,12 @@ ABBREVIATIONS = {
 FIRST_CLAUSE_MIN_WORDS = 4  # "Yes, " alone sounds clipped; wait for a real clause
 FIRST_JOIN_MIN_WORDS = 5  # a first piece may end before a joining word after this many
 LONG_SENTENCE_WORDS = 24  # past this, later pieces may break at a clause too
+# a whole first sentence longer than this may still be cut before a preposition
+FIRST_PIECE_MAX_WORDS = 10
 # words that open a new phrase, so a pause before them sounds natural
 JOINING_WORDS = {
     "and", "but", "so", "because", "which", "who", "where", "when", "while", "whereas",
-    "although", "though", "since", "unless", "until", "by", "if", "then",
+    "although", "though", "since", "unless", "until", "by", "if", "then", "that",
 }
 # prepositions that open a phrase of their own ("a term used | in the context of physics");
 # not "of", "to", "than", "as", "like", which bind to the word before ("capital of")
@@ -164,15 +168,18 @@ class SentenceChunker:
             if len(text[: m.start()].split()) >= min_words:
                 return m.end()
         if self.pieces_out == 0:
+            # the sentence is still being written, or too long to wait for whole
+            open_or_long = best < 0 or len(text[:best].split()) > FIRST_PIECE_MAX_WORDS
             for m in _JOINING_WORD.finditer(text):
                 if best >= 0 and m.start() >= best:
                     break
                 if len(text[: m.start()].split()) < FIRST_JOIN_MIN_WORDS:
                     continue
                 word = m.group(1).lower()
+                tail = text[m.start():best] if best >= 0 else text[m.start():]
                 if word in JOINING_WORDS or (
-                        word in PHRASE_WORDS and best < 0
-                        and len(text[m.start():].split()) > PHRASE_TAIL_WORDS):
+                        word in PHRASE_WORDS and open_or_long
+                        and len(tail.split()) > PHRASE_TAIL_WORDS):
                     return m.start()
         return best
 

@@ -1,6 +1,10 @@
 """A stand-in for the `sounddevice` module with named devices: input streams deliver a tone
 from a thread (as PortAudio's callback thread would), output streams pull audio through the
-callback and keep what they were given per device, so tests can hear what was played."""
+callback and keep what they were given per device, so tests can hear what was played.
+
+With a `Room`, input streams deliver what is said in it instead, each block when it has been
+"recorded" (real time), and `open_delay_s` makes starting a stream block that long, as an
+idle PulseAudio source did here (1.5 s): what is said meanwhile is lost, as on that device."""
 
 from __future__ import annotations
 
@@ -44,7 +48,49 @@ class _Stream:
             time.sleep(period)
 
 
+class Room:
+    """What is said near the microphone: sounds placed at monotonic times (16 kHz mono)."""
+
+    def __init__(self, rate: int = 16000):
+        self.rate = rate
+        self._said: list[tuple[float, np.ndarray]] = []
+        self._lock = threading.Lock()
+
+    def say(self, pcm: np.ndarray, at: float) -> None:
+        with self._lock:
+            self._said.append((at, np.asarray(pcm, np.float32)))
+
+    def heard(self, start: float, n: int) -> np.ndarray:
+        """The n samples from monotonic time `start` on."""
+        out = np.zeros(n, np.float32)
+        with self._lock:
+            said = list(self._said)
+        for at, pcm in said:
+            offset = int(round((start - at) * self.rate))  # where this block is in the sound
+            lo, hi = max(0, offset), min(len(pcm), offset + n)
+            if hi > lo:
+                out[lo - offset : hi - offset] += pcm[lo:hi]
+        return out
+
+
 class InputStream(_Stream):
+    def start(self):
+        time.sleep(self.sd.open_delay_s)  # PortAudio returns once the device delivers
+        self.started_at = time.monotonic()
+        super().start()
+
+    def _run(self):
+        if self.sd.room is None:
+            return super()._run()
+        n = 0
+        while not self._stop.is_set():  # each block once it has been recorded, in real time
+            time.sleep(max(0.0, self.started_at + (n + self.blocksize) / self.rate
+                           - time.monotonic()))
+            pcm = self.sd.room.heard(self.started_at + n / self.rate, self.blocksize)
+            n += self.blocksize
+            if not self._stop.is_set():
+                self.callback(pcm.reshape(-1, 1), self.blocksize, None, None)
+
     def block(self):
         n = self.blocksize
         t = (np.arange(n) + getattr(self, "_pos", 0)) / self.rate
@@ -69,7 +115,10 @@ class FakeSoundDevice:
         inputs=("Built-in Microphone", "USB Headset"),
         outputs=("Built-in Speakers", "USB Headset"),
         input_amplitude: float = 0.1,
+        room: Room | None = None,
+        open_delay_s: float = 0.0,
     ):
+        self.room, self.open_delay_s = room, open_delay_s
         self.devices = []
         for name in dict.fromkeys(list(inputs) + list(outputs)):
             self.devices.append(
