@@ -98,6 +98,8 @@ class ReferenceTimeline:
                 self.last_played_index = self._next
 
     def read(self, start: int, n: int = FRAME) -> np.ndarray:
+        if self.last_played_index < 0 or start - self.last_played_index > self.size:
+            return np.zeros(n, np.float32)  # nothing but silence on the whole ring
         pos = start + np.arange(n)
         with self._lock:
             slots = pos % self.size
@@ -111,7 +113,8 @@ class EchoCanceller:
     def __init__(self, origin: float, noise_suppression: bool = True, delay_hint_ms: int = 0):
         self._rtc, self._apm = load_apm(noise_suppression)
         self.timeline = ReferenceTimeline(origin)
-        self.delay_hint_ms = max(0, int(delay_hint_ms))
+        # AEC3 finds the delay itself; the hint is set once, as the API asks
+        self._apm.set_stream_delay_ms(max(0, int(delay_hint_ms)))
         self._pending = np.zeros(0, np.float32)
         self._pending_index: int | None = None  # timeline index of _pending[0]
 
@@ -144,7 +147,6 @@ class EchoCanceller:
         far_frame = rtc.AudioFrame(to_int16(far).tobytes(), RATE, 1, FRAME)
         self._apm.process_reverse_stream(far_frame)
         near = rtc.AudioFrame(to_int16(mic).tobytes(), RATE, 1, FRAME)
-        self._apm.set_stream_delay_ms(self.delay_hint_ms)
         self._apm.process_stream(near)
         return np.frombuffer(bytes(near.data), dtype=np.int16).astype(np.float32) / 32768.0
 

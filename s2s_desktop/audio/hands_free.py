@@ -4,8 +4,10 @@ Each block passes the echo canceller (what the app plays is taken out), then sil
 probability per 32 ms window, on the cleaned signal:
 - waiting, speech for `start_ms` opens a turn (with `preroll_ms` of audio from before it);
 - while the app speaks (its reply or an earcon, or its echo's tail), only speech that is
-  confident (`barge_in_threshold`) and lasts `barge_in_ms` opens one, as a barge-in: a cough
-  (a noise burst the VAD scores low) or a short "mm-hm" does not;
+  confident (`barge_in_threshold`), lasts `barge_in_ms`, and that the canceller left mostly
+  in place (the block lost less than `barge_in_max_loss_db`: the app's own echo loses 15-45
+  dB, a voice in the room little) opens one, as a barge-in: a cough (a noise burst the VAD
+  scores low) or a short "mm-hm" does not;
 - in a turn, once the speaker has been silent for `check_after_ms`, the end-of-turn model
   decides whether they finished or only paused, and the words so far (`transcript`, the live
   transcript where the app has one) can overrule a "finished" that stops on "of" or "the";
@@ -67,7 +69,8 @@ class TurnTaking:
     max_pause_ms: int = 1600  # silence that ends a turn whatever the model says
     barge_in_ms: int = 224  # speech over the reply this long interrupts it (7 windows)
     barge_in_threshold: float = 0.8  # and this sure: a cough scores lower
-    echo_tail_s: float = 0.3  # after the app's last sound, its echo may still arrive
+    barge_in_max_loss_db: float = 12.0  # and the canceller took less than this out of it
+    echo_tail_s: float = 0.5  # after the app's last sound, its echo may still arrive
     max_turn_s: float = 60.0
     timeout_s: float = 120.0
     use_turn_model: bool = True
@@ -109,6 +112,7 @@ class HandsFreeListener:
         self._last_speech_end = 0
         self._last_activity: float | None = None
         self._timed_out = False
+        self._loss_db = 0.0  # how much the canceller took out of the last block
 
     @property
     def in_turn(self) -> bool:
@@ -121,6 +125,9 @@ class HandsFreeListener:
             self._t0 = captured_at
             self._last_activity = captured_at
         cleaned = self.echo.clean(block, captured_at) if self.echo is not None else block
+        if self.echo is not None and len(cleaned) == len(block):
+            raw_energy = float(np.dot(block, block)) + 1e-9
+            self._loss_db = 10 * np.log10(raw_energy / (float(np.dot(cleaned, cleaned)) + 1e-9))
         self._buf = np.concatenate([self._buf, cleaned])
         if self._in_turn and self.on_speech_audio is not None and cleaned.size:
             self.on_speech_audio(cleaned)
@@ -158,8 +165,11 @@ class HandsFreeListener:
             if speaking:
                 self._last_activity = now
             needed = tune.windows(tune.barge_in_ms if speaking else tune.start_ms)
-            self._run = self._run + 1 if p >= (tune.barge_in_threshold if speaking
-                                               else tune.threshold) else 0
+            if speaking:
+                heard = p >= tune.barge_in_threshold and self._loss_db < tune.barge_in_max_loss_db
+            else:
+                heard = p >= tune.threshold
+            self._run = self._run + 1 if heard else 0
             if self._run >= needed and (self.voice_barge_in or not speaking):
                 return self._open(now, barge_in=speaking)
             if not self._timed_out and now - (self._last_activity or now) >= tune.timeout_s:

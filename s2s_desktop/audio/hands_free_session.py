@@ -23,7 +23,10 @@ from .speaker import SpeakerSink
 log = logging.getLogger(__name__)
 
 MIC_CHECK_S = 0.5  # no block this long: ask the microphone whether it is still there
-NO_REFERENCE_S = 1.0  # replying this long with nothing heard from the speaker: warn
+NO_REFERENCE_S = 1.0
+# 40 ms blocks: half the callbacks of push-to-talk's 20 ms for an always-open microphone,
+# a VAD window (32 ms) per block, at most 40 ms more to a barge-in
+BLOCK_MS = 40  # replying this long with nothing heard from the speaker: warn
 
 
 class StreamingMicrophone(Microphone):
@@ -33,13 +36,16 @@ class StreamingMicrophone(Microphone):
     on_block: Callable[[np.ndarray, float], None] | None = None
     _block_resampler = None
 
+    def __init__(self, *args, block_ms: int = BLOCK_MS, **kwargs):
+        super().__init__(*args, block_ms=block_ms, **kwargs)
+
     def _callback(self, indata, frames, time_info, status) -> None:
         super()._callback(indata, frames, time_info, status)
         sink = self.on_block
         if sink is None:
             return
         mono = np.array(indata[:, 0] if indata.ndim == 2 else indata, dtype=np.float32)
-        captured_at = self.clock() - len(mono) / self.rate
+        captured_at = self.clock() - self._behind_s(time_info, len(mono))
         if self.rate != SAMPLE_RATE:
             if self._block_resampler is None:
                 import soxr
@@ -50,6 +56,15 @@ class StreamingMicrophone(Microphone):
             mono = self._block_resampler.resample_chunk(mono)
         sink(mono, captured_at)
 
+    def _behind_s(self, time_info, frames: int) -> float:
+        """How long ago the block's first sample was captured: PortAudio's ADC time for it
+        where the host API gives one (it counts the input latency), else the block's length."""
+        try:
+            behind = float(time_info.currentTime) - float(time_info.inputBufferAdcTime)
+        except (AttributeError, TypeError, ValueError):
+            behind = -1.0
+        return behind if 0.0 <= behind < 1.0 else frames / self.rate
+
     def close(self) -> None:
         super().close()
         self._block_resampler = None
@@ -57,16 +72,25 @@ class StreamingMicrophone(Microphone):
 
 class EchoReferenceSpeaker(SpeakerSink):
     """A SpeakerSink that passes what its callback hands to the device, and when it will be
-    heard (now + the stream's output latency), to `on_played` — the echo canceller's
-    reference, at the device's rate, after any flush (a barge-in's silence is silence)."""
+    heard, to `on_played` — the echo canceller's reference, at the device's rate, after any
+    flush (a barge-in's silence is silence)."""
 
     on_played: Callable[[np.ndarray, int, float], None] | None = None
 
     def _callback(self, outdata, frames, time_info, status) -> None:
         super()._callback(outdata, frames, time_info, status)
         sink = self.on_played
-        if sink is not None and self.rate:
-            sink(outdata[:, 0].copy(), self.rate, time.monotonic() + self.latency_ms / 1000)
+        if sink is not None and self.rate:  # every block, silence too: the timeline is contiguous
+            sink(outdata[:, 0].copy(), self.rate, time.monotonic() + self._ahead_s(time_info))
+
+    def _ahead_s(self, time_info) -> float:
+        """How long until this block is heard: PortAudio's DAC time for it where the host API
+        gives one (it counts an underrun's gap), else the stream's output latency."""
+        try:
+            ahead = float(time_info.outputBufferDacTime) - float(time_info.currentTime)
+        except (AttributeError, TypeError, ValueError):
+            ahead = -1.0
+        return ahead if 0.0 <= ahead < 1.0 else self.latency_ms / 1000
 
 
 class HandsFreeSession:

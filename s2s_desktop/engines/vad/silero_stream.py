@@ -27,12 +27,16 @@ class SileroStream:
         """Speech probabilities of the whole windows completed by `audio` (16 kHz mono)."""
         self._pending = np.concatenate([self._pending, np.asarray(audio, np.float32).reshape(-1)])
         n = len(self._pending) // WINDOW
-        probs = np.empty(n, dtype=np.float32)
-        for i in range(n):
-            window = self._pending[i * WINDOW : (i + 1) * WINDOW]
-            x = np.concatenate([self._context, window])[None]
-            out, self._h, self._c = self.session.run(None, {"input": x, "h": self._h, "c": self._c})
-            probs[i] = float(np.asarray(out).reshape(-1)[0])
-            self._context = window[-CONTEXT:]
+        if n == 0:
+            return np.zeros(0, dtype=np.float32)
+        windows = self._pending[: n * WINDOW].reshape(n, WINDOW)
+        context = np.concatenate([self._context[None], windows[:-1, -CONTEXT:]])
+        # one run for all the windows this block completed: the export carries the LSTM state
+        # from window to window within a run, and (h, c) between runs
+        out, self._h, self._c = self.session.run(
+            None, {"input": np.concatenate([context, windows], axis=1), "h": self._h, "c": self._c}
+        )
+        probs = np.asarray(out, dtype=np.float32).reshape(-1)
+        self._context = windows[-1, -CONTEXT:].copy()
         self._pending = self._pending[n * WINDOW :]
         return probs
