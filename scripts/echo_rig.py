@@ -280,6 +280,7 @@ def run(args, env: dict) -> dict:
             if recorder is not None:
                 recorder.stop()
     result["mic_closed_after"] = not mic.is_open
+    result["listener_max_behind_s"] = round(session.max_behind_s, 3)
     return result
 
 

@@ -51,8 +51,9 @@ def listener(vad, turn_model=None, echo=None, **tuning):
     return HandsFreeListener(SileroStream(vad), turn_model, echo, TurnTaking(**tuning))
 
 
-def feed(hf, audio, t0=T0, reference=None, replying_until=None):
-    """Feed `audio` in 20 ms blocks; `reference` (16 kHz) is what the app plays meanwhile."""
+def feed(hf, audio, t0=T0, reference=None, replying_until=None, dispatch=None):
+    """Feed `audio` in 20 ms blocks; `reference` (16 kHz) is what the app plays meanwhile;
+    `dispatch` gets each event as it happens (as a session's on_event would)."""
     events = []
     for k in range(len(audio) // BLOCK):
         t = t0 + k * BLOCK / 16000
@@ -60,7 +61,10 @@ def feed(hf, audio, t0=T0, reference=None, replying_until=None):
             hf.replying = t < replying_until
         if reference is not None and hf.echo is not None:
             hf.echo.reference(reference[k * BLOCK : (k + 1) * BLOCK], 16000, t)
-        events += hf.process(audio[k * BLOCK : (k + 1) * BLOCK], t)
+        new = hf.process(audio[k * BLOCK : (k + 1) * BLOCK], t)
+        for event in new if dispatch is not None else ():
+            dispatch(event)
+        events += new
     return events
 
 

@@ -23,7 +23,10 @@ log = logging.getLogger(__name__)
 
 RATE = 16000  # the canceller's rate: the rate the VAD, the turn model and STT read
 FRAME = RATE // 100  # WebRTC processes 10 ms frames
-HISTORY_S = 2.0  # reference kept on the timeline (AEC3 finds delays up to ~0.5 s)
+# reference kept on the timeline: the listener's thread may run seconds behind the microphone
+# on a loaded machine (a turn-model call, other work); older audio than this is cancelled
+# against silence (on the echo rig a 2 s ring lost whole replies that way)
+HISTORY_S = 10.0
 RESTART_GAP_S = 0.05  # a reference block this far off the running timeline starts it anew
 
 

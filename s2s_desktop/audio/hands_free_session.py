@@ -110,6 +110,7 @@ class HandsFreeSession:
         self._thread: threading.Thread | None = None
         self._replying_since: float | None = None
         self._warned_no_reference = False
+        self.max_behind_s = 0.0  # how far the listener fell behind the microphone at worst
 
     def start(self) -> None:
         """Open the microphone and listen. Raises AudioDeviceError (with what to do) when the
@@ -154,6 +155,7 @@ class HandsFreeSession:
                 except queue.Empty:
                     self.microphone.check()  # raises when the device has gone
                     continue
+                self.max_behind_s = max(self.max_behind_s, time.monotonic() - captured_at)
                 for event in self.listener.process(block, captured_at):
                     self.on_event(event)
                     if event.kind is HandsFreeEventKind.TIMED_OUT:
