@@ -26,9 +26,8 @@ def turn_model():
 
 @pytest.fixture(scope="module")
 def vad():
-    from tests.test_hands_free import VADSettings
-
     from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
+    from tests.test_hands_free import VADSettings
 
     engine = SileroOnnxVAD(VADSettings())
     engine.load()
