@@ -7,7 +7,7 @@ probability per 32 ms window, on the cleaned signal:
   confident (`barge_in_threshold`), lasts `barge_in_ms`, and that the canceller left mostly
   in place (the block lost less than `barge_in_max_loss_db`: the app's own echo loses 15-45
   dB, a voice in the room little) opens one, as a barge-in: a cough (a noise burst the VAD
-  scores low) or a short "mm-hm" does not;
+  scores low) does not (a voiced "yeah" does: docs/hands-free.md);
 - in a turn, once the speaker has been silent for `check_after_ms`, the end-of-turn model
   decides whether they finished or only paused, and the words so far (`transcript`, the live
   transcript where the app has one) can overrule a "finished" that stops on "of" or "the";
@@ -37,6 +37,7 @@ WINDOW_S = WINDOW / SAMPLE_RATE  # 32 ms
 # what a silence-only endpointer needs not to cut a mid-sentence pause: the baseline
 # hands-free peers use (HF speech-to-speech), measured against in scripts/echo_rig.py
 SILENCE_ONLY_MS = 1000
+REANCHOR_S = 0.1  # a block this far from where the last one ended: the clock follows it
 
 
 class HandsFreeEventKind(StrEnum):
@@ -70,6 +71,9 @@ class TurnTaking:
     barge_in_ms: int = 224  # speech over the reply this long interrupts it (7 windows)
     barge_in_threshold: float = 0.8  # and this sure: a cough scores lower
     barge_in_max_loss_db: float = 12.0  # and the canceller took less than this out of it
+    # the canceller re-finds the room when the app starts speaking after a silence: in that
+    # first second its echo can pass as speech, so a barge-in needs twice as long
+    reply_start_s: float = 1.0
     echo_tail_s: float = 0.5  # after the app's last sound, its echo may still arrive
     max_turn_s: float = 60.0
     timeout_s: float = 120.0
@@ -104,6 +108,7 @@ class HandsFreeListener:
         self._buf = np.zeros(0, np.float32)  # cleaned audio, from sample _buf_start on
         self._buf_start = 0
         self._done = 0  # samples the VAD has judged
+        self._received = 0  # microphone samples received
         self._in_turn = False
         self._turn_start = 0
         self._run = 0  # consecutive speech windows while waiting
@@ -113,6 +118,7 @@ class HandsFreeListener:
         self._last_activity: float | None = None
         self._timed_out = False
         self._loss_db = 0.0  # how much the canceller took out of the last block
+        self._speaking_since: float | None = None  # the app's sound began (after silence)
 
     @property
     def in_turn(self) -> bool:
@@ -124,6 +130,9 @@ class HandsFreeListener:
         if self._t0 is None:
             self._t0 = captured_at
             self._last_activity = captured_at
+        elif abs(captured_at - self._time(self._received)) > REANCHOR_S:
+            self._t0 += captured_at - self._time(self._received)  # blocks were lost: a gap
+        self._received += len(block)
         cleaned = self.echo.clean(block, captured_at) if self.echo is not None else block
         if self.echo is not None and len(cleaned) == len(block):
             raw_energy = float(np.dot(block, block)) + 1e-9
@@ -138,7 +147,7 @@ class HandsFreeListener:
             if event is not None:
                 events.append(event)
         if not self._in_turn:  # keep only what a turn opening now could need
-            keep = int((self.tuning.preroll_ms + self.tuning.barge_in_ms) / 1000 * SAMPLE_RATE)
+            keep = int((self.tuning.preroll_ms + 2 * self.tuning.barge_in_ms) / 1000 * SAMPLE_RATE)
             keep += 2 * WINDOW
             drop = len(self._buf) - keep
             if drop > 0:
@@ -164,7 +173,14 @@ class HandsFreeListener:
             speaking = self._app_speaking(now)
             if speaking:
                 self._last_activity = now
-            needed = tune.windows(tune.barge_in_ms if speaking else tune.start_ms)
+                if self._speaking_since is None:
+                    self._speaking_since = now
+            else:
+                self._speaking_since = None
+            needed = tune.windows(tune.start_ms)
+            if speaking:
+                starting = now - (self._speaking_since or now) < tune.reply_start_s
+                needed = tune.windows(tune.barge_in_ms * (2 if starting else 1))
             if speaking:
                 heard = p >= tune.barge_in_threshold and self._loss_db < tune.barge_in_max_loss_db
             else:
