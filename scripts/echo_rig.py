@@ -308,13 +308,17 @@ def barge_in(env, session, speaker, events, log, user_rec, spk_rec, reply, rate,
     speaker.play(reply, rate, turn=101)
     time.sleep(2.5)
     said_at = time.monotonic()
-    threading.Thread(target=play_user, args=(env, stop_q), daemon=True).start()
+    user = threading.Thread(target=play_user, args=(env, stop_q), daemon=True)
+    user.start()
     barged = wait_for(events, {Kind.BARGE_IN}, 5.0)
     session.set_replying(False)
     ended = wait_for(events, {Kind.TURN_ENDED}, 8.0)
+    user.join(10.0)
     time.sleep(0.5)
     onset = first_loud(user_rec, said_at, time.monotonic())
     out["barge_in_stopped_reply"] = barged is not None
+    # a barge-in before the user spoke was the app's own voice
+    out["barge_in_before_user_spoke"] = bool(barged and onset and barged.at < onset)
     out["barge_in_question_turn_ended"] = ended is not None
     if barged is not None and onset is not None:
         times, pcm = spk_rec.samples(onset, time.monotonic())

@@ -37,5 +37,6 @@ def test_conversation_through_the_room_never_answers_itself(tmp_path):
     assert figures["turns_ended"] == figures["questions"] == 6, figures
     assert figures["turns_started_by_own_voice"] == 0, figures
     assert figures["barge_in_stopped_reply"] and figures["barge_in_question_turn_ended"], figures
+    assert not figures["barge_in_before_user_spoke"], figures
     assert not figures["cough_stopped_reply"], figures
     assert figures["mic_closed_after"], figures

@@ -28,6 +28,7 @@ from enum import StrEnum
 import numpy as np
 
 from ..engines.base import SAMPLE_RATE
+from ..engines.turn.smart_turn import FINISHED
 from ..engines.turn.unfinished_text import ends_unfinished
 from ..engines.vad.silero_onnx import WINDOW
 
@@ -177,14 +178,12 @@ class HandsFreeListener:
                     self._speaking_since = now
             else:
                 self._speaking_since = None
-            needed = tune.windows(tune.start_ms)
             if speaking:
                 starting = now - (self._speaking_since or now) < tune.reply_start_s
                 needed = tune.windows(tune.barge_in_ms * (2 if starting else 1))
-            if speaking:
                 heard = p >= tune.barge_in_threshold and self._loss_db < tune.barge_in_max_loss_db
             else:
-                heard = p >= tune.threshold
+                needed, heard = tune.windows(tune.start_ms), p >= tune.threshold
             self._run = self._run + 1 if heard else 0
             if self._run >= needed and (self.voice_barge_in or not speaking):
                 return self._open(now, barge_in=speaking)
@@ -211,7 +210,7 @@ class HandsFreeListener:
             self._checked_at = self._silence
             probability = self.turn_model.probability(self._audio(self._turn_start, self._done))
             log.debug("end-of-turn model: %.2f after %.0f ms of silence", probability, silence_ms)
-            if probability > 0.5 and not self._words_go_on():
+            if probability > FINISHED and not self._words_go_on():
                 return self._close(now, probability)
         return None
 
@@ -227,7 +226,8 @@ class HandsFreeListener:
     def _open(self, now: float, barge_in: bool) -> HandsFreeEvent:
         tune = self.tuning
         speech_from = self._done - self._run * WINDOW
-        self._turn_start = max(self._buf_start, speech_from - int(tune.preroll_ms / 1000 * SAMPLE_RATE))
+        preroll = int(tune.preroll_ms / 1000 * SAMPLE_RATE)
+        self._turn_start = max(self._buf_start, speech_from - preroll)
         self._in_turn, self._run = True, 0
         self._silence, self._checked_at = 0, -1
         self._last_speech_end = self._done

@@ -85,6 +85,3 @@ class SmartTurn:
         features = log_mel(last_window(audio))[None]
         out = self.session.run(None, {"input_features": features})[0]
         return float(np.asarray(out).reshape(-1)[0])
-
-    def finished(self, audio: np.ndarray) -> bool:
-        return self.probability(audio) > FINISHED
