@@ -34,6 +34,7 @@ def test_conversation_through_the_room_never_answers_itself(tmp_path):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     figures = json.loads(out.read_text())
+    print(json.dumps(figures, indent=1))  # the figures, in the log of a failed run too
     assert figures["turns_ended"] == figures["questions"] == 6, figures
     assert figures["turns_started_by_own_voice"] == 0, figures
     assert figures["barge_in_stopped_reply"] and figures["barge_in_question_turn_ended"], figures

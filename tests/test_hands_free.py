@@ -156,6 +156,19 @@ def test_own_voice_through_the_room_starts_no_turn(speech, vad, turn_model):
     assert kinds(events) == [Kind.SPEECH_STARTED, Kind.TURN_ENDED]
 
 
+def test_own_voice_without_a_reference_does_not_barge_in(speech, vad, turn_model):
+    """The output device changed: the reply's echo reaches the microphone, but nothing told
+    the canceller what was played, so it takes nothing out: that must not pass as the user."""
+    pytest.importorskip("livekit.rtc", reason='pip install "s2s-desktop[hands-free]"')
+    from tests.test_echo import room
+
+    reply = read_wav(speech("Paris is the capital of France. It lies on the river Seine, and "
+                            "many people visit it every year."))
+    hf = listener(vad, turn_model, echo=echo_module.EchoCanceller(origin=T0))
+    hf.replying = True
+    assert feed(hf, room(reply, delay_s=0.09, gain=0.5)) == []
+
+
 def test_session_stops_and_closes_the_microphone_when_it_disappears(vad):
     from s2s_desktop.audio.hands_free_session import HandsFreeSession, StreamingMicrophone
     from tests.helpers.fake_sounddevice import FakeSoundDevice

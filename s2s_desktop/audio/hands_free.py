@@ -19,6 +19,7 @@ probability per 32 ms window, on the cleaned signal:
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Callable
@@ -39,6 +40,8 @@ WINDOW_S = WINDOW / SAMPLE_RATE  # 32 ms
 # hands-free peers use (HF speech-to-speech), measured against in scripts/echo_rig.py
 SILENCE_ONLY_MS = 1000
 REANCHOR_S = 0.1  # a block this far from where the last one ended: the clock follows it
+ECHO_FLOOR = 1e-6  # mean square below this (-60 dBFS) is too quiet to judge the canceller by
+LOSS_HISTORY = 50  # blocks (~2 s of 40 ms blocks) the canceller's health is judged on
 
 
 class HandsFreeEventKind(StrEnum):
@@ -75,6 +78,10 @@ class TurnTaking:
     # the canceller re-finds the room when the app starts speaking after a silence: in that
     # first second its echo can pass as speech, so a barge-in needs twice as long
     reply_start_s: float = 1.0
+    # while the app speaks, the median loss of the last ~2 s of blocks says whether the
+    # canceller is cancelling; below this its output is mostly echo: no barge-in by voice
+    # (the talk key still interrupts) until it recovers
+    canceller_working_db: float = 10.0
     echo_tail_s: float = 0.5  # after the app's last sound, its echo may still arrive
     max_turn_s: float = 60.0
     timeout_s: float = 120.0
@@ -120,6 +127,7 @@ class HandsFreeListener:
         self._timed_out = False
         self._loss_db = 0.0  # how much the canceller took out of the last block
         self._speaking_since: float | None = None  # the app's sound began (after silence)
+        self._losses: collections.deque[float] = collections.deque(maxlen=LOSS_HISTORY)
 
     @property
     def in_turn(self) -> bool:
@@ -138,6 +146,8 @@ class HandsFreeListener:
         if self.echo is not None and len(cleaned) == len(block):
             raw_energy = float(np.dot(block, block)) + 1e-9
             self._loss_db = 10 * np.log10(raw_energy / (float(np.dot(cleaned, cleaned)) + 1e-9))
+            if self._app_speaking(captured_at) and raw_energy > ECHO_FLOOR * len(block):
+                self._losses.append(self._loss_db)
         self._buf = np.concatenate([self._buf, cleaned])
         if self._in_turn and self.on_speech_audio is not None and cleaned.size:
             self.on_speech_audio(cleaned)
@@ -181,7 +191,8 @@ class HandsFreeListener:
             if speaking:
                 starting = now - (self._speaking_since or now) < tune.reply_start_s
                 needed = tune.windows(tune.barge_in_ms * (2 if starting else 1))
-                heard = p >= tune.barge_in_threshold and self._loss_db < tune.barge_in_max_loss_db
+                heard = (p >= tune.barge_in_threshold and self._loss_db < tune.barge_in_max_loss_db
+                         and self._canceller_working())
             else:
                 needed, heard = tune.windows(tune.start_ms), p >= tune.threshold
             self._run = self._run + 1 if heard else 0
@@ -213,6 +224,12 @@ class HandsFreeListener:
             if probability > FINISHED and not self._words_go_on():
                 return self._close(now, probability)
         return None
+
+    def _canceller_working(self) -> bool:
+        """Too few blocks to judge (the reply's start, or no canceller): yes."""
+        if self.echo is None or len(self._losses) < LOSS_HISTORY // 5:
+            return True
+        return float(np.median(self._losses)) >= self.tuning.canceller_working_db
 
     def _words_go_on(self) -> bool:
         if self.transcript is None:
