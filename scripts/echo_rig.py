@@ -89,8 +89,10 @@ def load_room(env: dict, delay_ms: int, volume: int) -> None:
         return subprocess.run(["pactl", *args], env=env, check=True, capture_output=True,
                               text=True).stdout
 
+    # adjust_time=0: the loopback keeps its delay, as a room does (by default it re-tunes its
+    # latency by resampling, and under load moved the echo by tens of ms at a time)
     room = pactl("load-module", "module-loopback", "source=spk.monitor", "sink=micsrc",
-                 f"latency_msec={delay_ms}").strip()
+                 f"latency_msec={delay_ms}", "adjust_time=0").strip()
     pactl("load-module", "module-loopback", "source=user.monitor", "sink=micsrc",
           "latency_msec=10")
     for block in pactl("list", "sink-inputs").split("Sink Input #")[1:]:

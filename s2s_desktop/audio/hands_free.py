@@ -6,8 +6,9 @@ probability per 32 ms window, on the cleaned signal:
 - while the app speaks (its reply or an earcon, or its echo's tail), only speech that is
   confident (`barge_in_threshold`), lasts `barge_in_ms`, and that the canceller left mostly
   in place (the block lost less than `barge_in_max_loss_db`: the app's own echo loses 15-45
-  dB, a voice in the room little) opens one, as a barge-in: a cough (a noise burst the VAD
-  scores low) does not (a voiced "yeah" does: docs/hands-free.md);
+  dB, a voice in the room little), while the canceller is cancelling at all, opens one, as a
+  barge-in: a cough (a noise burst the VAD scores low) does not (a voiced "yeah" does:
+  docs/hands-free.md);
 - in a turn, once the speaker has been silent for `check_after_ms`, the end-of-turn model
   decides whether they finished or only paused, and the words so far (`transcript`, the live
   transcript where the app has one) can overrule a "finished" that stops on "of" or "the";
