@@ -113,12 +113,16 @@ class RecordingEcho:
     def reference(self, pcm, rate, played_at):
         self.inner.reference(pcm, rate, played_at)
 
+    @property
+    def last_input(self):
+        return self.inner.last_input
+
     def playing_recently(self, now, within_s=0.3):
         return self.inner.playing_recently(now, within_s)
 
     def clean(self, mic, captured_at):
         cleaned = self.inner.clean(mic, captured_at)
-        self.blocks.append((captured_at, mic.copy(), cleaned))
+        self.blocks.append((captured_at, self.inner.last_input.copy(), cleaned))
         if self.shadow is not None:
             self.shadow.replying = self.listener_replying()
             self.shadow_events += self.shadow.process(cleaned, captured_at)

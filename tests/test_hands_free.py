@@ -25,7 +25,7 @@ from tests.conftest import listen
 from tests.helpers.clips import read_wav, silence, white_noise
 
 T0 = 500.0
-BLOCK = 320  # 20 ms microphone blocks
+BLOCK = 1024  # 64 ms microphone blocks, as HandsFreeSession opens them
 Kind = HandsFreeEventKind
 
 
@@ -52,7 +52,7 @@ def listener(vad, turn_model=None, echo=None, **tuning):
 
 
 def feed(hf, audio, t0=T0, reference=None, replying_until=None, dispatch=None):
-    """Feed `audio` in 20 ms blocks; `reference` (16 kHz) is what the app plays meanwhile;
+    """Feed `audio` in 64 ms blocks; `reference` (16 kHz) is what the app plays meanwhile;
     `dispatch` gets each event as it happens (as a session's on_event would)."""
     events = []
     for k in range(len(audio) // BLOCK):

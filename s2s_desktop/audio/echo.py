@@ -120,6 +120,7 @@ class EchoCanceller:
         self._apm.set_stream_delay_ms(max(0, int(delay_hint_ms)))
         self._pending = np.zeros(0, np.float32)
         self._pending_index: int | None = None  # timeline index of _pending[0]
+        self.last_input = np.zeros(0, np.float32)  # the microphone audio of clean()'s output
 
     def reference(self, pcm: np.ndarray, rate: int, played_at: float) -> None:
         """Audio the app handed to the output device, starting at `played_at`."""
@@ -141,6 +142,7 @@ class EchoCanceller:
             frame = self._pending[i * FRAME : (i + 1) * FRAME]
             index = self._pending_index + i * FRAME
             out[i * FRAME : (i + 1) * FRAME] = self._process(frame, self.timeline.read(index))
+        self.last_input = self._pending[: n_frames * FRAME]
         self._pending = self._pending[n_frames * FRAME :]
         self._pending_index += n_frames * FRAME
         return out

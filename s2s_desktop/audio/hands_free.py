@@ -42,7 +42,7 @@ WINDOW_S = WINDOW / SAMPLE_RATE  # 32 ms
 SILENCE_ONLY_MS = 1000
 REANCHOR_S = 0.1  # a block this far from where the last one ended: the clock follows it
 ECHO_FLOOR = 1e-6  # mean square below this (-60 dBFS) is too quiet to judge the canceller by
-LOSS_HISTORY = 50  # blocks (~2 s of 40 ms blocks) the canceller's health is judged on
+LOSS_HISTORY = 32  # blocks (~2 s of 64 ms blocks) the canceller's health is judged on
 
 
 class HandsFreeEventKind(StrEnum):
@@ -144,10 +144,11 @@ class HandsFreeListener:
             self._t0 += captured_at - self._time(self._received)  # blocks were lost: a gap
         self._received += len(block)
         cleaned = self.echo.clean(block, captured_at) if self.echo is not None else block
-        if self.echo is not None and len(cleaned) == len(block):
-            raw_energy = float(np.dot(block, block)) + 1e-9
+        if self.echo is not None and len(cleaned):
+            raw = self.echo.last_input  # the same stretch of microphone audio
+            raw_energy = float(np.dot(raw, raw)) + 1e-9
             self._loss_db = 10 * np.log10(raw_energy / (float(np.dot(cleaned, cleaned)) + 1e-9))
-            if self._app_speaking(captured_at) and raw_energy > ECHO_FLOOR * len(block):
+            if self._app_speaking(captured_at) and raw_energy > ECHO_FLOOR * len(raw):
                 self._losses.append(self._loss_db)
         self._buf = np.concatenate([self._buf, cleaned])
         if self._in_turn and self.on_speech_audio is not None and cleaned.size:
