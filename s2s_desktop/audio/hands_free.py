@@ -41,7 +41,8 @@ WINDOW_S = WINDOW / SAMPLE_RATE  # 32 ms
 # hands-free peers use (HF speech-to-speech), measured against in scripts/echo_rig.py
 SILENCE_ONLY_MS = 1000
 REANCHOR_S = 0.1  # a block this far from where the last one ended: the clock follows it
-ECHO_FLOOR = 1e-6  # mean square below this (-60 dBFS) is too quiet to judge the canceller by
+# mean square below this (-40 dBFS) is a pause in the reply, not echo to judge the canceller by
+ECHO_FLOOR = 1e-4
 LOSS_HISTORY = 32  # blocks (~2 s of 64 ms blocks) the canceller's health is judged on
 
 
@@ -79,10 +80,10 @@ class TurnTaking:
     # the canceller re-finds the room when the app starts speaking after a silence: in that
     # first second its echo can pass as speech, so a barge-in needs twice as long
     reply_start_s: float = 1.0
-    # while the app speaks, the median loss of the last ~2 s of blocks says whether the
+    # while the app speaks, the median loss of the last ~2 s of loud blocks says whether the
     # canceller is cancelling; below this its output is mostly echo: no barge-in by voice
     # (the talk key still interrupts) until it recovers
-    canceller_working_db: float = 10.0
+    canceller_working_db: float = 15.0
     echo_tail_s: float = 0.5  # after the app's last sound, its echo may still arrive
     max_turn_s: float = 60.0
     timeout_s: float = 120.0
