@@ -152,6 +152,14 @@ class AssistantSettings:
 
 
 @dataclass
+class ListenSettings:
+    # hands-free conversation: the microphone stays open, echo-cancelled, and a turn ends when
+    # the speaker has finished (end-of-turn model + silence); needs the hands-free extra
+    hands_free: bool = False  # start the app in it
+    hands_free_timeout_s: float = 120.0  # nothing said this long: it turns itself off
+
+
+@dataclass
 class Settings:
     version: int = SCHEMA_VERSION
     device: str = "auto"  # global device; a stage's own device wins over it
@@ -163,6 +171,7 @@ class Settings:
     tts: TTSSettings = field(default_factory=TTSSettings)
     ui: UISettings = field(default_factory=UISettings)
     assistant: AssistantSettings = field(default_factory=AssistantSettings)
+    listen: ListenSettings = field(default_factory=ListenSettings)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,0 +1,1 @@
+"""End-of-turn models: did the speaker finish, or only pause?"""
