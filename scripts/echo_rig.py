@@ -169,16 +169,16 @@ def run(args, env: dict) -> dict:
     import psutil
 
     from s2s_desktop.audio.echo import EchoCanceller, erle_db
-    from s2s_desktop.audio.hands_free import HandsFreeEventKind as Kind
-    from s2s_desktop.audio.hands_free import HandsFreeListener, TurnTaking
-    from s2s_desktop.audio.hands_free_session import (
+    from s2s_desktop.engines.turn.smart_turn import SmartTurn
+    from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
+    from s2s_desktop.engines.vad.silero_stream import SileroStream
+    from s2s_desktop.hands_free.listener import HandsFreeEventKind as Kind
+    from s2s_desktop.hands_free.listener import HandsFreeListener, TurnTaking
+    from s2s_desktop.hands_free.session import (
         EchoReferenceSpeaker,
         HandsFreeSession,
         StreamingMicrophone,
     )
-    from s2s_desktop.engines.turn.smart_turn import SmartTurn
-    from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
-    from s2s_desktop.engines.vad.silero_stream import SileroStream
 
     class VADSettings:
         threshold, min_speech_ms, min_silence_ms = 0.5, 150, 300

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from s2s_desktop.audio import echo as echo_module
-from s2s_desktop.audio.hands_free import (
+from s2s_desktop.engines.turn.smart_turn import SmartTurn
+from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
+from s2s_desktop.engines.vad.silero_stream import SileroStream
+from s2s_desktop.hands_free.listener import (
     SILENCE_ONLY_MS,
     HandsFreeEventKind,
     HandsFreeListener,
     TurnTaking,
 )
-from s2s_desktop.engines.turn.smart_turn import SmartTurn
-from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
-from s2s_desktop.engines.vad.silero_stream import SileroStream
 from tests.conftest import listen
 from tests.helpers.clips import read_wav, silence, white_noise
 
@@ -170,7 +170,7 @@ def test_own_voice_without_a_reference_does_not_barge_in(speech, vad, turn_model
 
 
 def test_session_stops_and_closes_the_microphone_when_it_disappears(vad):
-    from s2s_desktop.audio.hands_free_session import HandsFreeSession, StreamingMicrophone
+    from s2s_desktop.hands_free.session import HandsFreeSession, StreamingMicrophone
     from tests.helpers.fake_sounddevice import FakeSoundDevice
 
     sd = FakeSoundDevice(input_amplitude=0.0)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from s2s_desktop.audio.hands_free import HandsFreeEventKind
-from s2s_desktop.hands_free_turns import HandsFreeTurns
+from s2s_desktop.hands_free.listener import HandsFreeEventKind
+from s2s_desktop.hands_free.turns import HandsFreeTurns
 from s2s_desktop.states import TurnReason
 from tests.conftest import same_words
 from tests.helpers.clips import read_wav, silence

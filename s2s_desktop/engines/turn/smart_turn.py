@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ...audio_format import SAMPLE_RATE
 from ...errors import ModelLoadError, ModelNotFound
 from ...resources_path import resources_dir
-from ..base import SAMPLE_RATE, require
+from ..base import require
 from .whisper_features import log_mel
 
 log = logging.getLogger(__name__)

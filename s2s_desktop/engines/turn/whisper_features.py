@@ -9,7 +9,8 @@ import functools
 
 import numpy as np
 
-SAMPLE_RATE = 16000
+from ...audio_format import SAMPLE_RATE
+
 N_FFT = 400  # 25 ms
 HOP = 160  # 10 ms
 N_MELS = 80

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .audio.hands_free import HandsFreeEvent, HandsFreeEventKind
+from .listener import HandsFreeEvent, HandsFreeEventKind
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..engines.base import SAMPLE_RATE
+from ..audio_format import SAMPLE_RATE
 from ..engines.turn.smart_turn import FINISHED
 from ..engines.turn.unfinished_text import ends_unfinished
 from ..engines.vad.silero_onnx import WINDOW

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..engines.base import SAMPLE_RATE
+from ..audio.microphone import Microphone
+from ..audio.speaker import SpeakerSink
+from ..audio_format import SAMPLE_RATE
 from ..errors import AudioDeviceError
-from .hands_free import HandsFreeEvent, HandsFreeEventKind, HandsFreeListener
-from .microphone import Microphone
-from .speaker import SpeakerSink
+from .listener import HandsFreeEvent, HandsFreeEventKind, HandsFreeListener
 
 log = logging.getLogger(__name__)
 
