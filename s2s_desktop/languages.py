@@ -4,18 +4,21 @@ engines, the LLM stage and the TTS stage each ask here.
 
 A multilingual recognizer detects the language of each question (unless `stt.language` fixes
 it). Detection is restricted to the languages the user speaks (`stt.languages`, the first is
-the usual one), and a detection less sure than `stt.language_threshold` keeps the usual
-language: Whisper base hears espeak's German as English at p = 0.17 and its French as Thai at
-0.46, but real English speech at 0.95.
+the usual one; when empty, to the languages the catalog has voices for: Whisper base heard two
+of 48 espeak English questions as Thai, at p 0.55 and 0.86), and a detection less sure than
+`stt.language_threshold` keeps the usual language: Whisper base hears espeak's German as
+English at p ≈ 0.4, but real English speech at 0.99.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from .engines.base import language_code
+from .errors import S2SError
 
 DEFAULT_LANGUAGE = "en"  # the usual language when `stt.languages` is empty
 DEFAULT_THRESHOLD = 0.5
@@ -50,6 +53,18 @@ def spoken_languages(setting: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.cache
+def voiced_languages() -> tuple[str, ...]:
+    """The languages the catalog has voices for: what detection picks among when the user
+    has not said which languages they speak."""
+    from .models.catalog import load_catalog
+
+    try:
+        return load_catalog().voice_languages()
+    except S2SError:
+        return ()
+
+
 def usual_language(spoken: tuple[str, ...]) -> str:
     return spoken[0] if spoken else DEFAULT_LANGUAGE
 
@@ -71,12 +86,15 @@ class LanguageChoice:
 
 
 def choose_language(ranked: Iterable[tuple[str, float]], spoken: tuple[str, ...] = (),
-                    threshold: float = DEFAULT_THRESHOLD) -> LanguageChoice:
+                    threshold: float = DEFAULT_THRESHOLD,
+                    otherwise: Iterable[str] = ()) -> LanguageChoice:
     """The turn's language from a recognizer's (language, probability) pairs: the likeliest
-    of the languages the user speaks (any, when none are set), kept only when its
-    probability reaches `threshold`; otherwise the usual language."""
+    of the languages the user speaks (when none are set: of `otherwise`, the languages the
+    app has voices for; any when that is empty too), kept only when its probability reaches
+    `threshold`; otherwise the usual language."""
     usual = usual_language(spoken)
-    candidates = [(code(lang), p) for lang, p in ranked if not spoken or code(lang) in spoken]
+    allowed = set(spoken) or {code(x) for x in otherwise}
+    candidates = [(code(lang), p) for lang, p in ranked if not allowed or code(lang) in allowed]
     if not candidates:
         return LanguageChoice(usual, None, LanguageReason.UNSURE)
     lang, p = max(candidates, key=lambda c: c[1])

@@ -47,6 +47,16 @@ def test_a_language_the_user_does_not_speak_is_not_chosen():
     assert got.language == "fr"
 
 
+def test_without_languages_set_detection_picks_among_the_languages_with_a_voice():
+    # Whisper base heard espeak's "How many continents are there?" as Thai at p 0.86
+    voiced = languages.voiced_languages()
+    assert {"en", "de", "fr", "es"} <= set(voiced) and "th" not in voiced
+    got = choose_language([("th", 0.86), ("en", 0.12)], (), 0.5, voiced)
+    assert (got.language, got.reason) == ("en", LanguageReason.UNSURE)
+    sure = choose_language([("th", 0.05), ("de", 0.9)], (), 0.5, voiced)
+    assert sure.language == "de"
+
+
 @pytest.mark.parametrize("ranked", [
     [("de", 0.17), ("en", 0.12)],  # Whisper base on espeak German: unsure
     [("th", 0.46), ("fr", 0.30)],

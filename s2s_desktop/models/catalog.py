@@ -195,6 +195,11 @@ class Catalog:
     def for_profile(self, profile: str) -> list[CatalogEntry]:
         return [e for e in self.entries if profile in e.profiles]
 
+    def voice_languages(self) -> tuple[str, ...]:
+        """The languages some catalog voice speaks (a reply in them can be spoken)."""
+        langs = {x for e in self.entries if e.stage == "tts" for x in e.languages}
+        return tuple(sorted(langs - {"mul"}))
+
     def for_repo(self, repo: str) -> list[CatalogEntry]:
         return [e for e in self.entries if e.source == "hf" and e.repo == repo]
 

@@ -16,7 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import DeviceUnavailable, ModelLoadError, SettingsError
-from ...languages import DEFAULT_THRESHOLD, LanguageChoice, choose_language, spoken_languages
+from ...languages import (
+    DEFAULT_THRESHOLD,
+    LanguageChoice,
+    choose_language,
+    spoken_languages,
+    voiced_languages,
+)
 from ...models.resolve import resolve_model
 from ..base import SAMPLE_RATE, STTEngine, STTResult, require
 
@@ -268,7 +274,7 @@ class FasterWhisperSTT(STTEngine):
     def _choose(self, ranked: list[tuple[str, float]]) -> LanguageChoice:
         """The turn's language among the detected ones (languages.choose_language)."""
         threshold = getattr(self.settings, "language_threshold", DEFAULT_THRESHOLD)
-        return choose_language(ranked, self._spoken(), threshold)
+        return choose_language(ranked, self._spoken(), threshold, voiced_languages())
 
     def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
         audio = self._prepare(audio)
