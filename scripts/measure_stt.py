@@ -18,9 +18,7 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +31,9 @@ from s2s_desktop import config  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT  # noqa: E402
 from s2s_desktop.commands.bench_measures import word_errors  # noqa: E402
 from s2s_desktop.engines import registry  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from measure_stt_tail import spoken as espeak  # noqa: E402  (espeak-ng, 16 kHz, trimmed)
 
 CLIPS = ROOT / "tests" / "data" / "librivox"
 # name -> the settings that differ from the starter profile
@@ -71,19 +72,6 @@ def librivox() -> list[tuple[str, np.ndarray]]:
         audio, _ = sf.read(str(wav), dtype="float32")
         out.append((wav.with_suffix(".txt").read_text().strip(), audio))
     return out
-
-
-def espeak(text: str, voice: str) -> np.ndarray:
-    import soundfile as sf
-    import soxr
-
-    with tempfile.TemporaryDirectory() as tmp:
-        wav = Path(tmp) / "q.wav"
-        subprocess.run(["espeak-ng", "-v", voice, "-w", str(wav), text], check=True)
-        audio, rate = sf.read(str(wav), dtype="float32")
-    audio = soxr.resample(audio, rate, 16000).astype(np.float32)
-    loud = np.flatnonzero(np.abs(audio) > 0.01)
-    return audio[max(0, loud[0] - 1600): loud[-1] + 1600]
 
 
 def load(overrides: dict):
