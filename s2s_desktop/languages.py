@@ -185,9 +185,10 @@ def coverage_text(voices: Iterable[VoiceOption]) -> str:
     """Which reply languages the installed voices speak, and which a download would add (the
     model manager's line)."""
     voices = list(voices)
-    have = sorted({code(x) for v in voices if v.installed for x in v.languages} - {"mul"})
+    have = sorted({code(x) for v in voices if v.installed for x in v.languages} - {"mul"},
+                  key=name)
     can = sorted({code(x) for v in voices if not v.installed for x in v.languages}
-                 - set(have) - {"mul"})
+                 - set(have) - {"mul"}, key=name)
     text = "Replies are spoken in " + (", ".join(name(x) for x in have) or "no language yet")
     if can:
         text += "; download a voice for " + ", ".join(name(x) for x in can)

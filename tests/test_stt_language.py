@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from s2s_desktop import languages
+from s2s_desktop.engines.base import STTResult
 from s2s_desktop.languages import (
     LanguageReason,
     VoiceAction,
@@ -22,6 +23,7 @@ from s2s_desktop.languages import (
     choose_voice,
     spoken_languages,
 )
+from tests.helpers.scripted_engines import FixedTextSTT
 
 CLIPS = Path(__file__).parent / "data" / "librivox"
 
@@ -241,3 +243,54 @@ def test_a_german_question_gets_a_german_reply_instruction_and_the_german_voice(
                    for n in session.notices), session.notices
     finally:
         assert session.close()
+
+
+# ------------------------------------------------------------------ scripted pipeline
+
+class GermanSTT(FixedTextSTT):
+    """Hears its settings' text, in German."""
+
+    def transcribe(self, audio, language=None):
+        return STTResult(self.settings.model, "de", 0.93)
+
+
+VOICE = (0.2 * np.sin(np.linspace(0, 800, 16000))).astype(np.float32)
+
+
+@pytest.fixture
+def german_session(session_factory, monkeypatch):
+    from s2s_desktop.engines import registry
+    from s2s_desktop.pipeline import voices
+
+    monkeypatch.setitem(registry.BACKENDS["stt"], "fixed-text", f"{__name__}:GermanSTT")
+    monkeypatch.setattr(voices, "catalog_voices", lambda: [])
+    return session_factory
+
+
+def test_a_local_command_in_a_german_turn_answers_in_english_and_says_so(german_session):
+    session = german_session(heard="What time is it?")
+    rec = session.turn(VOICE)
+    assert rec["language"] == "de" and rec["answered_by"] == "local"
+    assert rec["reply"].endswith(languages.LOCAL_COMMANDS_NOTE)
+    assert float(np.abs(rec["pcm"]).max()) > 0.1  # English, so the English voice speaks it
+
+
+def test_a_german_reply_without_a_german_voice_is_shown_not_spoken_by_the_english_one(
+        german_session):
+    session = german_session(heard="Wie heißt die Hauptstadt?", reply="Berlin ist es.")
+    rec = session.turn(VOICE)
+    llm = session.pipeline.llm.engine
+    assert "answer in German" in llm.seen[-1][0]["content"]
+    assert rec["reply"] == "Berlin ist es." and rec["reason"] == "ok"
+    assert len(rec["pcm"]) == 0
+    assert sum("No German voice is installed" in n for n in session.notices) == 1
+    session.turn(VOICE)  # told once, not at every turn
+    assert sum("No German voice is installed" in n for n in session.notices) == 1
+
+
+def test_the_model_manager_line_says_which_reply_languages_have_a_voice():
+    text = languages.coverage_text([
+        VoiceOption("a", "A", ("en",), {}, True), GERMAN,
+        VoiceOption("b", "B", ("fr", "es"), {}, False)])
+    assert text.startswith("Replies are spoken in English, German;")
+    assert "download a voice for French, Spanish" in text
