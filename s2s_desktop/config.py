@@ -83,6 +83,10 @@ class STTSettings:
     backend: str = "faster-whisper"  # faster-whisper|transformers|mlx-whisper|parakeet-mlx|openai
     model: str = "Systran/faster-whisper-small"
     language: str = applies_live("")  # "" = detect
+    # "languages I speak" ("en, de"): detection picks among them; the first is the usual one,
+    # kept when detection is less sure than language_threshold (s2s_desktop/languages.py)
+    languages: str = applies_live("")
+    language_threshold: float = applies_live(0.5)
     device: str = ""  # "" = use the global device
     compute_type: str = "auto"
     beam_size: int = 1
@@ -285,6 +289,8 @@ def validate(s: Settings) -> None:
         raise SettingsError(f"hotkey.mode: '{s.hotkey.mode}' must be hold or toggle")
     if not 0.0 < s.vad.threshold < 1.0:
         raise SettingsError("vad.threshold must be between 0 and 1")
+    if not 0.0 <= s.stt.language_threshold <= 1.0:
+        raise SettingsError("stt.language_threshold must be between 0 (always switch) and 1")
     if s.llm.max_new_tokens < 1:
         raise SettingsError("llm.max_new_tokens must be at least 1")
     if not 1.0 <= s.llm.repeat_penalty <= 2.0:

@@ -148,7 +148,7 @@ def first_run_choice(manager=None) -> FirstRun:
             auto_id=recommended.id if recommended else "",
             auto_name=recommended.name if recommended else "",
             auto_size=recommended.size_bytes if recommended else None,
-            starter_package=starter.entry.package if starter else "",
+            starter_package=" ".join(starter.entry.pip_packages) if starter else "",
         )
     return FirstRun(choices)
 

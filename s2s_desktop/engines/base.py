@@ -149,6 +149,8 @@ class VADEngine(Engine):
 class STTResult:
     text: str
     language: str | None = None
+    # how sure the recognizer was of `language`; None: fixed by the settings, not detected
+    language_probability: float | None = None
 
 
 def language_code(language: str | None) -> str:

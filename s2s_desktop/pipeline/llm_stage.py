@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from ..engines.llm.history import build_messages, prefix_messages, window
+from ..languages import DEFAULT_LANGUAGE, local_answer_note, with_reply_language
 from .chunker import SentenceChunker
 from .cores import CoreShare
 from .messages import Prime, ReplyDone, Sentence, Transcript
@@ -70,7 +71,9 @@ class LLMStage(EngineStage):
         self.book.update(msg.turn, answered_by=AnsweredBy.LLM.value)
         cfg = self.section()
         exchanges = self.conversation.exchanges()
-        messages = build_messages(cfg.system_prompt, exchanges, msg.text, cfg.history_turns)
+        # the reply in the question's language (no change for English: the cache holds)
+        system = with_reply_language(cfg.system_prompt, msg.language)
+        messages = build_messages(system, exchanges, msg.text, cfg.history_turns)
         earlier = [reply for _, reply in window(exchanges, cfg.history_turns)]
         stop = self.clock.stop_event(msg.turn)
         chunker = SentenceChunker()
@@ -99,7 +102,7 @@ class LLMStage(EngineStage):
                     reply += delta
                     self.events.reply_delta.emit(msg.turn, delta)
                     for piece in chunker.feed(delta):
-                        index = yield from self._sentence(msg.turn, piece, index)
+                        index = yield from self._sentence(msg.turn, piece, index, msg.language)
                 else:  # the reply ended: its last word counts now
                     copied = index == 0 and guard.cut(reply, final=True) == 0
                 if not (copied and len(messages) > 2) or stop.is_set():
@@ -107,12 +110,12 @@ class LLMStage(EngineStage):
                 # an earlier reply again, word for word: the history misleads this model, so
                 # the question is answered on its own (the system prompt's cache still holds);
                 # that answer stands even if it is the earlier one (an answer, not silence)
-                messages = build_messages(cfg.system_prompt, [], msg.text, 0)
+                messages = build_messages(system, [], msg.text, 0)
                 chunker, reply, earlier = SentenceChunker(), "", []
             if stop.is_set():
                 return
             for piece in chunker.flush():
-                index = yield from self._sentence(msg.turn, piece, index)
+                index = yield from self._sentence(msg.turn, piece, index, msg.language)
         finally:
             self.engine.set_threads(0)  # the next turn's first tokens get every core
             self.book.mark(msg.turn, "llm_end")
@@ -130,19 +133,21 @@ class LLMStage(EngineStage):
     def _answer_locally(self, msg: Transcript):
         answer = self.local.answer(msg.text)
         text = answer.text if answer is not None else ""
+        note = local_answer_note(msg.language)  # its phrases and answers are English
+        text = f"{text} {note}" if text and note else text
         self.book.update(msg.turn, reply=text, answered_by=AnsweredBy.LOCAL.value)
         if text:
             self.events.reply_delta.emit(msg.turn, text)
         chunker, index = SentenceChunker(), 0
         for piece in [*chunker.feed(text), *chunker.flush()]:
-            index = yield from self._sentence(msg.turn, piece, index)
+            index = yield from self._sentence(msg.turn, piece, index, DEFAULT_LANGUAGE)
         yield ReplyDone(msg.turn, text=text)
 
-    def _sentence(self, turn: int, piece: str, index: int):
+    def _sentence(self, turn: int, piece: str, index: int, language: str | None):
         if index == 0:
             self.book.mark(turn, "first_sentence")
         self.events.sentence.emit(turn, piece)
-        yield Sentence(turn, text=piece, index=index)
+        yield Sentence(turn, text=piece, index=index, language=language)
         if index == 0 and self.section().pause_for_first_audio:
             # hand the cores to TTS until the first sound exists, then keep writing
             self.clock.first_audio_gate(turn).wait(FIRST_AUDIO_WAIT_S)

@@ -64,6 +64,7 @@ class Sentence(Message):
 
     text: str
     index: int
+    language: str | None = None  # the language it is written in (the voice follows)
 
 
 @dataclass

@@ -1,5 +1,7 @@
 """TTS stage: each Sentence → SpeechChunks as the engine makes them. The reply's first chunk
-starts at its first sound: the voice's own lead-in silence would be heard as latency."""
+starts at its first sound: the voice's own lead-in silence would be heard as latency. A reply
+in another language than the voice's is spoken by a voice of that language, or not at all
+(`voices.py`)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from ..audio.silence import trim_leading_silence
 from .cores import CoreShare
 from .messages import ReplyDone, Sentence, SpeechChunk
 from .stage import EngineStage
+from .voices import VoiceRouter
 
 
 class TTSStage(EngineStage):
@@ -15,6 +18,15 @@ class TTSStage(EngineStage):
     def __init__(self, *args, cores: CoreShare | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.cores = cores or CoreShare()
+        self.voices = VoiceRouter(lambda text: self.events.notice.emit(text))
+
+    def load_engine(self) -> None:
+        self.voices.reset()  # the voice or its settings may have changed
+        super().load_engine()
+
+    def unload_engine(self) -> None:
+        self.voices.reset()
+        super().unload_engine()
 
     def handle(self, msg) -> None:
         try:
@@ -31,23 +43,27 @@ class TTSStage(EngineStage):
             yield msg
             return
         assert isinstance(msg, Sentence)
+        engine = self.voices.engine_for(msg.language, self.engine, self.section(),
+                                        self.engine.device)
+        if engine is None:
+            return  # no voice speaks this language: the reply is shown (a notice says why)
         stop = self.clock.stop_event(msg.turn)
         if msg.index == 0:
             self.book.mark(msg.turn, "tts_first_start")
-        with self.cores.synthesizing(self.engine.device == "cpu"):
-            yield from self._chunks(msg, stop)
+        with self.cores.synthesizing(engine.device == "cpu"):
+            yield from self._chunks(engine, msg, stop)
 
-    def _chunks(self, msg, stop):
+    def _chunks(self, engine, msg, stop):
         first = True
-        for pcm in self.engine.synthesize(msg.text, stop):
+        for pcm in engine.synthesize(msg.text, stop):
             if stop.is_set():
                 return
             if pcm is None or len(pcm) == 0:
                 continue
             if msg.index == 0 and first:
-                pcm = trim_leading_silence(pcm, self.engine.sample_rate)
+                pcm = trim_leading_silence(pcm, engine.sample_rate)
                 self.book.mark(msg.turn, "tts_first_chunk")
                 self.clock.first_audio_gate(msg.turn).set()
-            yield SpeechChunk(msg.turn, pcm=pcm, sample_rate=self.engine.sample_rate,
+            yield SpeechChunk(msg.turn, pcm=pcm, sample_rate=engine.sample_rate,
                               sentence=msg.index, first_of_sentence=first, text=msg.text)
             first = False

@@ -120,6 +120,7 @@ class FinishedTurn:
             "turn": self.turn,
             "input": self.source,
             "transcript": self.transcript,
+            "language": self.language,
             "reply": self.reply,
             "spoken": self.spoken,
             "reason": str(self.reason),
@@ -132,11 +133,12 @@ class FinishedTurn:
 
     @classmethod
     def from_dict(cls, data: dict) -> FinishedTurn:
-        """From `to_dict()`'s JSON (an `ask` reply); `language` and `tokens` are not in it."""
+        """From `to_dict()`'s JSON (an `ask` reply); `tokens` is not in it."""
         return cls(
             turn=int(data.get("turn") or 0),
             source=data.get("input") or "",
             transcript=data.get("transcript") or "",
+            language=data.get("language"),
             reply=data.get("reply") or "",
             spoken=data.get("spoken") or "",
             reason=TurnReason(data.get("reason") or TurnReason.OK),

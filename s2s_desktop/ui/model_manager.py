@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from .. import config
 from ..errors import S2SError
+from ..languages import VoiceOption, coverage_text
 from ..models import cache
 from ..models.download import DownloadProgress, human_size
 from ..models.manager import ModelInfo, ModelManager, VerifyReport
@@ -69,6 +70,8 @@ class ModelManagerWindow(QWidget):
             f"Models are kept in {cache.hf_hub_cache()}, shared with your other Hugging Face tools."
         )
         where.setWordWrap(True)
+        self.languages_label = QLabel("")  # which reply languages have a voice
+        self.languages_label.setWordWrap(True)
         self.offer_label = QLabel("")
         self.offer_label.setWordWrap(True)
         self.offer_label.setStyleSheet("background: #e8f1fb; padding: 6px")
@@ -112,6 +115,7 @@ class ModelManagerWindow(QWidget):
 
         layout = QVBoxLayout(self)
         layout.addWidget(where)
+        layout.addWidget(self.languages_label)
         layout.addWidget(self.offer_label)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.details)
@@ -133,6 +137,9 @@ class ModelManagerWindow(QWidget):
             self.say(str(exc), error=True)
             found = []
         self.models = [m for m in found if m.runs_here or m.installed]
+        self.languages_label.setText(coverage_text(
+            VoiceOption(m.id, m.name, m.languages, {}, m.installed)
+            for m in self.models if m.stage == "tts" and m.languages))
         self.table.setRowCount(len(self.models))
         for r, m in enumerate(self.models):
             cells = (

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFormLayout,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QSpinBox,
     QTabWidget,
@@ -201,6 +202,13 @@ class SettingsDialog(QDialog):
             language.addItem(f"{label} ({code})" if code else label, code)
         language.setToolTip("The language you speak; any Whisper language code can be typed")
         form.addRow("Language:", self.fields.bind("stt.language", language))
+        spoken = QLineEdit()
+        spoken.setPlaceholderText("any (e.g. en, de)")
+        spoken.setToolTip(
+            "With Language on detect: the languages you speak, your usual one first. Only "
+            "these are detected, and an unsure detection keeps your usual language"
+        )
+        form.addRow("Languages I speak:", self.fields.bind("stt.languages", spoken))
         tokens = QSpinBox()
         tokens.setRange(1, 8192)
         tokens.setSingleStep(20)

@@ -17,6 +17,13 @@ import numpy as np
 
 from ...audio_format import SAMPLE_RATE
 from ...errors import DeviceUnavailable, ModelLoadError, SettingsError
+from ...languages import (
+    DEFAULT_THRESHOLD,
+    LanguageChoice,
+    choose_language,
+    spoken_languages,
+    voiced_languages,
+)
 from ...models.resolve import resolve_model
 from ..base import STTEngine, STTResult, require
 
@@ -183,6 +190,7 @@ class FasterWhisperSTT(STTEngine):
             raise ModelLoadError(self._load_message(path, exc)) from exc
         self.compute_type = compute
         self._language(None)  # refuse a configured language the model cannot do, now
+        self._spoken()  # and "languages I speak" it does not know
         log.info(
             "faster-whisper %s loaded in %.2f s on %s (%s)",
             path,
@@ -253,6 +261,22 @@ class FasterWhisperSTT(STTEngine):
                 )
         return lang
 
+    def _spoken(self) -> tuple[str, ...]:
+        """`stt.languages`, checked against what the model knows."""
+        spoken = spoken_languages(getattr(self.settings, "languages", ""))
+        unknown = [x for x in spoken if x not in self.model.supported_languages]
+        if unknown and self.model.model.is_multilingual:
+            raise SettingsError(
+                f"stt.languages: {', '.join(unknown)} is not a language this Whisper model "
+                "knows: use codes such as en, fr, de"
+            )
+        return spoken
+
+    def _choose(self, ranked: list[tuple[str, float]]) -> LanguageChoice:
+        """The turn's language among the detected ones (languages.choose_language)."""
+        threshold = getattr(self.settings, "language_threshold", DEFAULT_THRESHOLD)
+        return choose_language(ranked, self._spoken(), threshold, voiced_languages())
+
     def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
         audio = self._prepare(audio)
         if audio.size == 0:
@@ -274,13 +298,14 @@ class FasterWhisperSTT(STTEngine):
         """Pieces of at most SHORT_CLIP_S (cut at quiet spots), each in its own short window
         with the text before it as context, so a long recording keeps every word."""
         pieces = split_windows(audio, window=int(SHORT_CLIP_S * SAMPLE_RATE))
-        texts, lang = [], language
+        texts, lang, sure = [], language, None
         for piece in pieces:
             decoded = self._generate(piece, lang, encoder_frames(piece.size),
                                      token_budget(piece.size), prompt=" ".join(texts)[-400:])
-            lang = lang or decoded.language
+            if not lang:  # the first piece's language holds for the recording
+                lang, sure = decoded.language, decoded.language_probability
             texts.append(decoded.text)
-        return STTResult(" ".join(t for t in texts if t), lang or "en")
+        return STTResult(" ".join(t for t in texts if t), lang or "en", sure)
 
     def _padding_states(self, level: float, frames: int) -> np.ndarray:
         """The encoder's states for Whisper's padding (log-mel `level`) after the first
@@ -323,9 +348,11 @@ class FasterWhisperSTT(STTEngine):
 
         encoded = self._encode(audio, frames)
         multilingual = self.model.model.is_multilingual
+        sure = None
         if multilingual and not language:
-            best = self.model.model.detect_language(encoded)[0][0][0]  # "<|en|>"
-            language = best.strip("<|>")
+            ranked = self.model.model.detect_language(encoded)[0]  # [("<|en|>", p), ...]
+            choice = self._choose(ranked)
+            language, sure = choice.language, choice.probability
         tokenizer = Tokenizer(self.model.hf_tokenizer, multilingual, task="transcribe",
                               language=language if multilingual else "en")
         before = []
@@ -338,12 +365,19 @@ class FasterWhisperSTT(STTEngine):
             suppress_tokens=[-1],
         )[0]
         ids = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
-        return STTResult(tokenizer.decode(ids).strip(), language or "en")
+        return STTResult(tokenizer.decode(ids).strip(), language or "en", sure)
 
     def _decode(self, audio: np.ndarray, language: str | None, max_new_tokens: int,
                 temperature: float | None = None, prompt: str = "") -> STTResult:
         """faster-whisper's own decode: 30 s windows, temperature fallback."""
         extra = {} if temperature is None else {"temperature": temperature}
+        sure = None
+        if not language and self.model.model.is_multilingual:
+            # detected here, so stt.languages and the threshold apply (faster-whisper's own
+            # detection would take any language, however unsure)
+            _, _, ranked = self.model.detect_language(audio)
+            choice = self._choose(ranked)
+            language, sure = choice.language, choice.probability
         segments, info = self.model.transcribe(
             audio,
             language=language,
@@ -356,4 +390,4 @@ class FasterWhisperSTT(STTEngine):
             max_new_tokens=max_new_tokens,
             **extra,
         )
-        return STTResult("".join(seg.text for seg in segments).strip(), info.language)
+        return STTResult("".join(seg.text for seg in segments).strip(), info.language, sure)
