@@ -14,6 +14,11 @@ pytest_plugins = ["tests.helpers.ci_gate"]  # required/optional markers, the CI 
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before any QApplication exists
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a hub
+# an English locale, whatever the machine's: the starter set's recognizer follows it (tiny.en
+# for English, Whisper base otherwise); tests that want another language set it themselves
+os.environ["LANG"] = "C.UTF-8"
+for _var in ("LC_ALL", "LC_MESSAGES"):
+    os.environ.pop(_var, None)
 
 from PySide6.QtWidgets import QApplication  # noqa: E402
 

