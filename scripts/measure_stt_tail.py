@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from s2s_desktop import config  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT  # noqa: E402
 from s2s_desktop.engines import registry  # noqa: E402
+from s2s_desktop.engines.base import STTOptions  # noqa: E402
 from s2s_desktop.engines.stt import faster_whisper as fw  # noqa: E402
 
 
@@ -62,7 +63,7 @@ def main() -> int:
         for question in HELD_OUT:
             a = spoken(question, voice)
             tail = a[-16000:]
-            whole_ms, whole = best_ms(lambda a=a: stt.transcribe(a, "en"))
+            whole_ms, whole = best_ms(lambda a=a: stt.transcribe(a, "en", STTOptions.of(settings.stt)))
             full_ms, full = best_ms(lambda a=a: stt._decode(
                 a, "en", fw.token_budget(a.size), temperature=0.0))
             tail_ms, _ = best_ms(lambda t=tail: stt._generate(

@@ -44,8 +44,8 @@ def test_the_reply_starts_at_its_first_sound_not_the_voices_lead_in(session_fact
     lead = np.zeros(int(0.25 * scripted.ToneTTS.sample_rate), np.float32)
     plain = scripted.ToneTTS.synthesize
 
-    def with_lead_in(self, text, stop=None):  # a voice that starts each sentence quietly
-        for i, pcm in enumerate(plain(self, text, stop)):
+    def with_lead_in(self, text, stop, speed):  # a voice that starts each sentence quietly
+        for i, pcm in enumerate(plain(self, text, stop, speed)):
             yield np.concatenate([lead, pcm]) if i == 0 else pcm
 
     monkeypatch.setattr(scripted.ToneTTS, "synthesize", with_lead_in)

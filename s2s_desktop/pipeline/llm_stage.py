@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from ..engines.base import LLMOptions
 from ..engines.llm.history import build_messages, prefix_messages, window
 from .chunker import SentenceChunker
 from .cores import CoreShare
@@ -79,7 +80,7 @@ class LLMStage(EngineStage):
         try:
             while True:
                 copied, guard = False, LoopGuard(earlier)
-                for delta in self.engine.stream(messages, stop):
+                for delta in self.engine.stream(messages, stop, LLMOptions.of(cfg)):
                     if stop.is_set():
                         break
                     if not delta:

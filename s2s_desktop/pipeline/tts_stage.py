@@ -39,7 +39,7 @@ class TTSStage(EngineStage):
 
     def _chunks(self, msg, stop):
         first = True
-        for pcm in self.engine.synthesize(msg.text, stop):
+        for pcm in self.engine.synthesize(msg.text, stop, self.section().speed):
             if stop.is_set():
                 return
             if pcm is None or len(pcm) == 0:

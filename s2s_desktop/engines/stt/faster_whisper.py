@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import DeviceUnavailable, ModelLoadError, SettingsError
 from ...models.resolve import resolve_model
-from ..base import SAMPLE_RATE, STTEngine, STTResult, require
+from ..base import SAMPLE_RATE, STTEngine, STTOptions, STTResult, require
 
 log = logging.getLogger(__name__)
 
@@ -221,11 +221,8 @@ class FasterWhisperSTT(STTEngine):
         # encoder states are encoded here, once, before the first question
         noise = 0.5 * np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
         lang = self._language(None)
-        try:
-            if self.settings.short_window:
-                self._generate(noise, lang, MIN_WINDOW_FRAMES, 4)
-            else:
-                self._decode(noise, lang, max_new_tokens=4, temperature=0.0)
+        try:  # the short window: stt.short_window's default (the long one needs no set-up)
+            self._generate(noise, lang, MIN_WINDOW_FRAMES, 4)
         except RuntimeError as exc:  # seen on CUDA 13: "Library libcublas.so.12 is not found"
             unavailable = self._cuda_unavailable(exc)
             if unavailable:
@@ -240,7 +237,7 @@ class FasterWhisperSTT(STTEngine):
         return f"{self.name} on {self.device} ({self.compute_type or self.settings.compute_type})"
 
     def _language(self, language: str | None) -> str | None:
-        lang = (self.settings.language if language is None else language) or None
+        lang = language or None
         if lang and not self.model.model.is_multilingual:
             return self.english_only(lang)
         if lang:
@@ -252,12 +249,13 @@ class FasterWhisperSTT(STTEngine):
                 )
         return lang
 
-    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+    def transcribe(self, audio: np.ndarray, language: str | None,
+                   options: STTOptions) -> STTResult:
         audio = self._prepare(audio)
         if audio.size == 0:
             return STTResult("")
         lang = self._language(language)
-        if self.settings.short_window:
+        if options.short_window:
             try:
                 return self._transcribe_windows(audio, lang)
             except (RuntimeError, ValueError) as exc:  # a model with a fixed 30 s window

@@ -11,7 +11,7 @@ import wave
 
 import numpy as np
 
-from ..base import SAMPLE_RATE, STTEngine, STTResult
+from ..base import SAMPLE_RATE, STTEngine, STTOptions, STTResult
 from ..openai_http import (
     CONNECT_TIMEOUT_S,
     READ_TIMEOUT_S,
@@ -78,11 +78,11 @@ class OpenAISTT(STTEngine):
     def describe(self) -> str:
         return f"{self.settings.model or 'default model'} at {self.endpoint.base_url}"
 
-    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+    def transcribe(self, audio: np.ndarray, language: str | None,
+                   options: STTOptions) -> STTResult:
         fields = {"response_format": "json", "temperature": "0"}
         if self.settings.model:
             fields["model"] = self.settings.model
-        language = language or self.settings.language
         if language:
             fields["language"] = language
         body, content_type = multipart(fields, "file", "speech.wav", wav_bytes(audio), "audio/wav")

@@ -248,7 +248,7 @@ class Qwen3TTS(TTSEngine):
         self._warm_once()
 
     def _warm_once(self) -> None:
-        for _ in self.synthesize("Hello."):
+        for _ in self.synthesize("Hello.", None, 1.0):
             pass
 
     def unload(self) -> None:
@@ -286,7 +286,9 @@ class Qwen3TTS(TTSEngine):
         audio = np.asarray(wavs[0], dtype=np.float32).reshape(-1)
         return np.clip(audio, -1.0, 1.0)
 
-    def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
+    def synthesize(
+        self, text: str, stop: threading.Event | None, speed: float
+    ) -> Iterator[np.ndarray]:
         if self.tts is None:
             self.load()
         for piece in speech_pieces(text):
