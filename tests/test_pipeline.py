@@ -265,13 +265,13 @@ class _SinkThatDies(CaptureSink):
         super().__init__()
         self.after, self.played, self.dead = after, 0, True
 
-    def play(self, pcm, sample_rate, turn):
+    def play(self, pcm, sample_rate, turn, sentence=-1):
         from s2s_desktop.errors import AudioDeviceError
 
         self.played += 1
         if self.dead and self.played > self.after:
             raise AudioDeviceError("the output device 'Headphones' went away")
-        super().play(pcm, sample_rate, turn)
+        super().play(pcm, sample_rate, turn, sentence)
 
 
 def test_output_device_lost_mid_reply_keeps_the_text_and_the_next_turn_works(monkeypatch):

@@ -126,10 +126,10 @@ class BenchSink(CaptureSink):
         super().__init__()
         self.speaker = speaker
 
-    def play(self, pcm, sample_rate, turn):
-        super().play(pcm, sample_rate, turn)
+    def play(self, pcm, sample_rate, turn, sentence=-1):
+        super().play(pcm, sample_rate, turn, sentence)
         if self.speaker is not None:
-            self.speaker.play(pcm, sample_rate, turn)
+            self.speaker.play(pcm, sample_rate, turn, sentence)
 
     def drain(self, turn, stop):
         if self.speaker is not None:

@@ -12,7 +12,6 @@ import logging
 from ..engines.base import LLMOptions
 from ..engines.llm.history import build_messages, prefix_messages, window
 from .chunker import SentenceChunker
-from .cores import CoreShare
 from .messages import Prime, ReplyDone, Sentence, Transcript
 from .repetition import LoopGuard
 from .stage import EngineStage
@@ -26,11 +25,9 @@ FIRST_AUDIO_WAIT_S = 5.0
 class LLMStage(EngineStage):
     name = "llm"
 
-    def __init__(self, *args, conversation: Conversation, local=None,
-                 cores: CoreShare | None = None, **kwargs):
+    def __init__(self, *args, conversation: Conversation, local=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.conversation = conversation
-        self.cores = cores or CoreShare()
         self.local = local  # assistant.local_commands.LocalCommands: answers before the LLM
 
     def _local_intent(self, msg) -> bool:
@@ -73,7 +70,8 @@ class LLMStage(EngineStage):
         exchanges = self.conversation.exchanges()
         messages = build_messages(cfg.system_prompt, exchanges, msg.text, cfg.history_turns)
         earlier = [reply for _, reply in window(exchanges, cfg.history_turns)]
-        stop = self.clock.stop_event(msg.turn)
+        ctx = self.clock.context(msg.turn)
+        stop = ctx.stop
         chunker = SentenceChunker()
         reply, tokens, index = "", 0, 0
         self.book.mark(msg.turn, "llm_start")
@@ -86,7 +84,7 @@ class LLMStage(EngineStage):
                     if not delta:
                         continue
                     tokens += 1
-                    self.engine.set_threads(self.cores.llm_threads(cfg.threads))
+                    self.engine.set_threads(ctx.cores.llm_threads(cfg.threads))
                     if tokens == 1:
                         self.book.mark(msg.turn, "llm_first_token")
                         self._record_prompt_tokens(msg.turn)
@@ -146,5 +144,5 @@ class LLMStage(EngineStage):
         yield Sentence(turn, text=piece, index=index)
         if index == 0 and self.section().pause_for_first_audio:
             # hand the cores to TTS until the first sound exists, then keep writing
-            self.clock.first_audio_gate(turn).wait(FIRST_AUDIO_WAIT_S)
+            self.clock.context(turn).first_audio.wait(FIRST_AUDIO_WAIT_S)
         return index + 1

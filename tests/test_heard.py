@@ -1,0 +1,84 @@
+"""A reply stopped mid-way is kept as far as its audio reached the speaker (issue 30, part 8):
+not as far as it was handed to the output queue, which runs seconds ahead of the speaker."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from s2s_desktop.audio.speaker import SpeakerSink
+from s2s_desktop.pipeline.heard import HandedSentence, heard_pieces, words_within
+from s2s_desktop.pipeline.runner import HeadlessSession
+from tests.helpers import scripted_engines as scripted
+from tests.helpers.fake_sounddevice import FakeSoundDevice
+
+# three-letter words: each is one equal tone from the scripted TTS, so words = played tones
+REPLY = "One two six ten. Red big hot old. Cat dog pig cow."
+SPEED = 4.0  # the scripted voice's tone per word: 0.05 s x speed
+WORD_SAMPLES = int(0.05 * 16000 * SPEED)
+
+
+@pytest.mark.parametrize("text, fraction, kept", [
+    ("One two six.", 1.0, "One two six."),
+    ("One two six.", 0.5, "One"),  # "One tw|o": the cut word is not kept
+    ("One two six.", 4 / 12, "One"),  # the cut falls on the space after "One"
+    ("One two six.", 0.2, ""),
+    ("One two six.", 0.0, ""),
+])
+def test_words_within_keeps_whole_words_up_to_the_cut(text, fraction, kept):
+    assert words_within(text, fraction) == kept
+
+
+def test_heard_pieces_end_in_the_sentence_the_speaker_stopped_in():
+    handed = {0: HandedSentence("Paris is the capital.", 1.0),
+              1: HandedSentence("It lies on the Seine river.", 2.0),
+              2: HandedSentence("It is lovely.", 1.0)}
+    assert heard_pieces(handed, {0: 1.0, 1: 1.0}) == ["Paris is the capital.", "It lies on"]
+    assert heard_pieces(handed, {0: 0.5}) == ["Paris is"]
+    assert heard_pieces(handed, {}) == []
+    assert heard_pieces(handed, {0: 1.0, 1: 2.0, 2: 1.0})[-1] == "It is lovely."
+    # a sink that cannot tell (a WAV file, a capture): what was handed over was heard
+    assert heard_pieces(handed, None) == [s.text for s in handed.values()]
+
+
+def played_tone_samples(sd: FakeSoundDevice) -> int:
+    """Samples of the voice the fake device played (the silence it plays between is 0.0)."""
+    return int(np.count_nonzero(sd.audio_played("default")))
+
+
+@pytest.mark.parametrize("after_words", [2, 6])
+def test_stop_keeps_the_text_whose_audio_reached_the_speaker(monkeypatch, after_words):
+    scripted.install(monkeypatch)
+    settings = scripted.settings(reply=REPLY)
+    settings.tts.speed = SPEED
+    sd = FakeSoundDevice()
+    session = HeadlessSession(settings, sink=SpeakerSink(sd=sd))
+    try:
+        pipe = session.pipeline
+        done = threading.Event()
+        pipe.events.turn_finished.connect(lambda rec: done.set(),
+                                          Qt.ConnectionType.DirectConnection)
+        turn = pipe.submit_text("Count for me")
+        deadline = time.monotonic() + 20
+        # the scripted voice makes the whole reply at once: it is all queued long before it
+        # is all played
+        while played_tone_samples(sd) < (after_words + 0.5) * WORD_SAMPLES:
+            assert time.monotonic() < deadline, "the speaker played nothing"
+            time.sleep(0.01)
+        assert pipe.interrupt() == [turn]
+        assert done.wait(10)
+        rec = pipe.book.get(turn)
+        played_words = played_tone_samples(sd) / WORD_SAMPLES
+        kept = " ".join(rec.spoken)
+        assert rec.reason == "interrupted"
+        assert REPLY.startswith(kept), kept
+        assert abs(len(kept.split()) - played_words) <= 1, (kept, played_words)
+        assert len(kept.split()) < len(REPLY.split())
+        # the conversation the LLM sees next keeps what was heard, not what was queued
+        assert pipe.conversation.exchanges()[-1] == ("Count for me", kept)
+    finally:
+        assert session.close()
