@@ -138,6 +138,7 @@ def test_onnx_vad_does_not_import_torch():
         import sys
         import numpy as np
         from s2s_desktop.config import VADSettings
+        from s2s_desktop.engines.base import VADOptions
         from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
         vad = SileroOnnxVAD(VADSettings()); vad.load(); vad.warmup()
         t = np.arange(48000) / 16000

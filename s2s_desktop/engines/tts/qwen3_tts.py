@@ -289,6 +289,7 @@ class Qwen3TTS(TTSEngine):
     def synthesize(
         self, text: str, stop: threading.Event | None, speed: float
     ) -> Iterator[np.ndarray]:
+        # `speed` is not used: Qwen3-TTS has no speaking-rate input
         if self.tts is None:
             self.load()
         for piece in speech_pieces(text):
