@@ -82,3 +82,36 @@ def test_stop_keeps_the_text_whose_audio_reached_the_speaker(monkeypatch, after_
         assert pipe.conversation.exchanges()[-1] == ("Count for me", kept)
     finally:
         assert session.close()
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.required()
+def test_stopped_real_reply_keeps_what_whisper_hears_in_the_played_audio(
+        starter_settings, starter_stt_model):
+    """The starter voice speaks a real reply through a (fake) sound card; Stop after about
+    two seconds. Whisper, listening to what the card played, hears the kept text."""
+    from tests.conftest import listen, same_words
+
+    sd = FakeSoundDevice()
+    session = HeadlessSession(starter_settings.copy(), sink=SpeakerSink(sd=sd))
+    try:
+        pipe = session.pipeline
+        done = threading.Event()
+        pipe.events.turn_finished.connect(lambda rec: done.set(),
+                                          Qt.ConnectionType.DirectConnection)
+        turn = pipe.submit_text("Can you explain how rain forms?")
+        deadline = time.monotonic() + 120
+        while played_tone_samples(sd) < 2.0 * 22050:  # ~2 s of the voice (piper: 22.05 kHz)
+            assert time.monotonic() < deadline, "the speaker played nothing"
+            time.sleep(0.02)
+        pipe.interrupt()
+        assert done.wait(30)
+        rec = pipe.book.get(turn)
+        kept = " ".join(rec.spoken)
+        heard = listen(starter_stt_model, sd.audio_played("default"), 22050)
+        print("reply:", rec.reply, "| kept:", kept, "| heard:", heard)
+        assert rec.reason == "interrupted" and kept and len(kept) < len(rec.reply)
+        assert same_words(kept, heard), (kept, heard)
+    finally:
+        assert session.close()
