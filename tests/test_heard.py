@@ -50,6 +50,23 @@ def played_tone_samples(sd: FakeSoundDevice) -> int:
     return int(np.count_nonzero(sd.audio_played("default")))
 
 
+def stop_once_played(session, sd: FakeSoundDevice, question: str, samples: float,
+                     timeout_s: float):
+    """Ask `question`, press Stop once the card has played `samples` of the reply's voice;
+    returns the closed turn's record."""
+    pipe = session.pipeline
+    done = threading.Event()
+    pipe.events.turn_finished.connect(lambda rec: done.set(), Qt.ConnectionType.DirectConnection)
+    turn = pipe.submit_text(question)
+    deadline = time.monotonic() + timeout_s
+    while played_tone_samples(sd) < samples:
+        assert time.monotonic() < deadline, "the speaker played nothing"
+        time.sleep(0.01)
+    assert pipe.interrupt() == [turn]
+    assert done.wait(30)
+    return pipe.book.get(turn)
+
+
 @pytest.mark.parametrize("after_words", [2, 6])
 def test_stop_keeps_the_text_whose_audio_reached_the_speaker(monkeypatch, after_words):
     scripted.install(monkeypatch)
@@ -58,20 +75,10 @@ def test_stop_keeps_the_text_whose_audio_reached_the_speaker(monkeypatch, after_
     sd = FakeSoundDevice()
     session = HeadlessSession(settings, sink=SpeakerSink(sd=sd))
     try:
-        pipe = session.pipeline
-        done = threading.Event()
-        pipe.events.turn_finished.connect(lambda rec: done.set(),
-                                          Qt.ConnectionType.DirectConnection)
-        turn = pipe.submit_text("Count for me")
-        deadline = time.monotonic() + 20
         # the scripted voice makes the whole reply at once: it is all queued long before it
-        # is all played
-        while played_tone_samples(sd) < (after_words + 0.5) * WORD_SAMPLES:
-            assert time.monotonic() < deadline, "the speaker played nothing"
-            time.sleep(0.01)
-        assert pipe.interrupt() == [turn]
-        assert done.wait(10)
-        rec = pipe.book.get(turn)
+        # is all played; Stop comes in the middle of a word
+        rec = stop_once_played(session, sd, "Count for me", (after_words + 0.5) * WORD_SAMPLES,
+                               timeout_s=20)
         played_words = played_tone_samples(sd) / WORD_SAMPLES
         kept = " ".join(rec.spoken)
         assert rec.reason == "interrupted"
@@ -79,7 +86,7 @@ def test_stop_keeps_the_text_whose_audio_reached_the_speaker(monkeypatch, after_
         assert abs(len(kept.split()) - played_words) <= 1, (kept, played_words)
         assert len(kept.split()) < len(REPLY.split())
         # the conversation the LLM sees next keeps what was heard, not what was queued
-        assert pipe.conversation.exchanges()[-1] == ("Count for me", kept)
+        assert session.pipeline.conversation.exchanges()[-1] == ("Count for me", kept)
     finally:
         assert session.close()
 
@@ -96,18 +103,9 @@ def test_stopped_real_reply_keeps_what_whisper_hears_in_the_played_audio(
     sd = FakeSoundDevice()
     session = HeadlessSession(starter_settings.copy(), sink=SpeakerSink(sd=sd))
     try:
-        pipe = session.pipeline
-        done = threading.Event()
-        pipe.events.turn_finished.connect(lambda rec: done.set(),
-                                          Qt.ConnectionType.DirectConnection)
-        turn = pipe.submit_text("Can you explain how rain forms?")
-        deadline = time.monotonic() + 120
-        while played_tone_samples(sd) < 2.0 * 22050:  # ~2 s of the voice (piper: 22.05 kHz)
-            assert time.monotonic() < deadline, "the speaker played nothing"
-            time.sleep(0.02)
-        pipe.interrupt()
-        assert done.wait(30)
-        rec = pipe.book.get(turn)
+        # ~2 s of the voice (piper speaks at 22.05 kHz)
+        rec = stop_once_played(session, sd, "Can you explain how rain forms?", 2.0 * 22050,
+                               timeout_s=120)
         kept = " ".join(rec.spoken)
         heard = listen(starter_stt_model, sd.audio_played("default"), 22050)
         print("reply:", rec.reply, "| kept:", kept, "| heard:", heard)
