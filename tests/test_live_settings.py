@@ -160,6 +160,11 @@ def test_stt_short_window_off_decodes_in_the_full_window(session, live, spoken_q
 ENGINES = Path(__file__).resolve().parents[1] / "s2s_desktop" / "engines"
 
 
+# The one read allowed: at load, an STT engine refuses the language it loads with when its
+# model cannot do it, so the user hears at once (each turn's language comes with the call)
+LOAD_CHECK = "self._language(self.settings.language)"
+
+
 @pytest.mark.parametrize("stage", config.STAGES)
 def test_no_engine_reads_a_live_setting_from_what_it_was_built_with(stage):
     """Every backend takes live settings per call; one read from `self.settings` would be
@@ -168,5 +173,5 @@ def test_no_engine_reads_a_live_setting_from_what_it_was_built_with(stage):
     live = [f.name for f in dataclasses.fields(section) if f.metadata.get(config.LIVE)]
     stuck = re.compile(r"settings\.(" + "|".join(live) + r")\b")
     for path in sorted((ENGINES / stage).glob("*.py")):
-        found = stuck.findall(path.read_text(encoding="utf-8"))
+        found = stuck.findall(path.read_text(encoding="utf-8").replace(LOAD_CHECK, ""))
         assert not found, f"{path.name} reads live {stage} settings {found} from self.settings"

@@ -181,7 +181,9 @@ class FasterWhisperSTT(STTEngine):
                 raise unavailable from exc
             raise ModelLoadError(self._load_message(path, exc)) from exc
         self.compute_type = compute
-        self._language(None)  # refuse a configured language the model cannot do, now
+        # refuse the language it loads with now, if the model cannot do it (each turn's own
+        # language comes with the call)
+        self._language(self.settings.language)
         log.info(
             "faster-whisper %s loaded in %.2f s on %s (%s)",
             path,

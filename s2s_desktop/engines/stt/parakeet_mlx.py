@@ -116,7 +116,9 @@ class ParakeetMLXSTT(STTEngine):
                     "incomplete or not a Parakeet MLX model"
                 ) from exc
         self._languages = model_languages(list(model.vocabulary))
-        lang = self._language(None)  # refuse a configured language the model cannot do, now
+        # refuse the language it loads with now, if the model cannot do it (each turn's own
+        # language comes with the call)
+        lang = self._language(self.settings.language)
         if lang and self._languages != ENGLISH:
             log.info("parakeet-mlx detects the language itself: stt.language is only checked")
         self._model = model
