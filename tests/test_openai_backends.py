@@ -134,6 +134,11 @@ def client(base_url: str, api_key: str = API_KEY, **kw) -> OpenAILLM:
     return engine
 
 
+def stream(engine: OpenAILLM, messages: list[dict]):
+    """The engine's reply with the options its settings give, never stopped."""
+    return engine.stream(messages, threading.Event(), LLMOptions.of(engine.settings))
+
+
 # ---------------------------------------------------------------- LLM on llama_cpp.server
 
 
@@ -174,7 +179,7 @@ def test_stop_mid_stream_closes_the_request(llama_server):
         assert time.monotonic() < deadline, "llama_cpp.server did not notice the disconnect"
         time.sleep(0.1)
     # the server is free again: the next question is answered normally
-    assert "Paris" in "".join(client(llama_server.base_url).stream(PARIS, threading.Event()))
+    assert "Paris" in "".join(stream(client(llama_server.base_url), PARIS))
 
 
 def test_stop_while_waiting_for_the_first_token_returns_at_once():
@@ -189,10 +194,10 @@ def test_stop_while_waiting_for_the_first_token_returns_at_once():
 
 def test_wrong_api_key_and_wrong_path_are_explained(llama_server):
     with pytest.raises(ServerError, match=r"refused the request \(401.*API key"):
-        list(client(llama_server.base_url, api_key="wrong").stream(PARIS, threading.Event()))
+        list(stream(client(llama_server.base_url, api_key="wrong"), PARIS))
     base = llama_server.base_url.removesuffix("/v1")  # forgot the /v1
     with pytest.raises(ServerError, match=r"no /chat/completions endpoint \(404\).*ends in /v1"):
-        list(client(base).stream(PARIS, threading.Event()))
+        list(stream(client(base), PARIS))
 
 
 def test_unknown_model_name_falls_back_to_the_servers_model(llama_server):

@@ -333,6 +333,7 @@ def test_faster_whisper_path_does_not_import_torch():
         import sys
         import numpy as np
         from s2s_desktop.config import STTSettings, VADSettings
+        from s2s_desktop.engines.base import STTOptions, VADOptions
         from s2s_desktop.engines.registry import create
         vad = create("vad", VADSettings(), "cpu"); vad.load()
         stt = create("stt", STTSettings(model="{STARTER}"), "cpu"); stt.load()
