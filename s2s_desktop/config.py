@@ -134,7 +134,8 @@ class TTSSettings:
     voice: str = ""
     device: str = ""
     speed: float = applies_live(1.0)
-    language: str = applies_live("")
+    # the voice's language: Kokoro and mlx-audio load their phonemizer and voice for it
+    language: str = ""
     bits: int = 0  # MLX quantization of the voice model: 0 = bf16, or 4 / 6 / 8
     compile: bool = False  # torch.compile the torch voice model (vits, qwen3-tts) at load
 

@@ -15,6 +15,7 @@ from PySide6.QtGui import QGuiApplication
 from .assistant.dictation import Delivery, KeyboardSender, cleanup_messages, keys_refused
 from .assistant.earcons import Earcon
 from .controller import LISTENING
+from .engines.base import LLMOptions, STTOptions
 from .errors import AudioDeviceError
 from .hotkey.client import HotkeyClient
 
@@ -114,11 +115,13 @@ class DictationKey(QObject):
     def _transcribe(self, audio) -> None:
         try:
             settings = self.app.settings
-            result = self.app.pipeline.stt.engine.transcribe(audio, settings.stt.language or None)
+            result = self.app.pipeline.stt.engine.transcribe(
+                audio, settings.stt.language or None, STTOptions.of(settings.stt))
             text = result.text.strip()
             llm = self.app.pipeline.llm.engine
             if text and settings.assistant.dictation_cleanup and llm is not None:
-                cleaned = "".join(llm.stream(cleanup_messages(text), threading.Event())).strip()
+                cleaned = "".join(llm.stream(cleanup_messages(text), threading.Event(),
+                                             LLMOptions.of(settings.llm))).strip()
                 text = cleaned or text
         except Exception as exc:  # the app lives on; the user hears why
             log.exception("dictation failed")

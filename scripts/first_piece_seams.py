@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from s2s_desktop.audio.files import to_mono_16k  # noqa: E402
 from s2s_desktop.audio.silence import trim_leading_silence  # noqa: E402
 from s2s_desktop.commands.bench_measures import word_errors  # noqa: E402
+from s2s_desktop.engines.base import STTOptions  # noqa: E402
 from s2s_desktop.engines.registry import create  # noqa: E402
 from s2s_desktop.pipeline.chunker import SentenceChunker  # noqa: E402
 from s2s_desktop.profiles import for_profile  # noqa: E402
@@ -39,7 +40,7 @@ def synth_ms(tts, text: str) -> tuple[float, np.ndarray]:
     best, pcm = 1e9, None
     for _ in range(3):
         t0 = time.perf_counter()
-        pcm = np.concatenate(list(tts.synthesize(text)))
+        pcm = np.concatenate(list(tts.synthesize(text, None, 1.0)))
         best = min(best, (time.perf_counter() - t0) * 1000)
     return round(best, 1), pcm
 
@@ -58,7 +59,8 @@ def main() -> int:
         parts = [synth_ms(tts, p)[1] for p in pieces]
         parts[0] = trim_leading_silence(parts[0], tts.sample_rate)
         joined = np.concatenate(parts)
-        heard = {name: stt.transcribe(to_mono_16k(pcm, tts.sample_rate), "en").text.strip()
+        heard = {name: stt.transcribe(to_mono_16k(pcm, tts.sample_rate), "en",
+                                      STTOptions.of(stt.settings)).text.strip()
                  for name, pcm in (("whole", whole), ("pieces", joined))}
         errors = {name: word_errors(text, said)[0] for name, said in heard.items()}
         print(json.dumps({"pieces": pieces, "first_piece_tts_ms": first_ms,

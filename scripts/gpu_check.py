@@ -53,7 +53,7 @@ def speak_questions(settings, folder: Path) -> list[Path]:
     tts = registry.create("tts", settings.tts, "cpu")
     tts.load()
     for text, path in zip(QUESTIONS, paths, strict=True):
-        pcm = np.concatenate(list(tts.synthesize(text)))
+        pcm = np.concatenate(list(tts.synthesize(text, None, 1.0)))
         write_wav(path, pcm, tts.sample_rate)
     tts.unload()
     return paths

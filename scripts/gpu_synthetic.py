@@ -186,8 +186,10 @@ def repeat(call) -> tuple[list[float], object]:
 def check_stt(engine, entry: dict, module) -> None:
     """The clip with the full token budget (a random model never ends early: the worst case of
     a hallucination loop) and with a question's length of tokens (the estimate's figure)."""
+    from s2s_desktop.engines.base import STTOptions
+
     audio = clip()
-    full, result = repeat(lambda: engine.transcribe(audio))
+    full, result = repeat(lambda: engine.transcribe(audio, None, STTOptions.of(engine.settings)))
     entry["clip_s"] = CLIP_S
     entry["full_budget_tokens"] = module.token_budget(audio.size)
     entry["transcribe_full_budget_s"] = spread(full)
@@ -195,7 +197,7 @@ def check_stt(engine, entry: dict, module) -> None:
     budget = module.token_budget
     module.token_budget = lambda n: QUESTION_TOKENS
     try:
-        capped, _ = repeat(lambda: engine.transcribe(audio))
+        capped, _ = repeat(lambda: engine.transcribe(audio, None, STTOptions.of(engine.settings)))
     finally:
         module.token_budget = budget
     entry["question_tokens"] = QUESTION_TOKENS
@@ -204,9 +206,14 @@ def check_stt(engine, entry: dict, module) -> None:
 
 
 def stream_once(engine, messages: list[dict], max_new: int) -> dict:
+    from dataclasses import replace
+
+    from s2s_desktop.engines.base import LLMOptions
+
     t0 = time.monotonic()
     first = None
-    for _ in engine.stream(messages, threading.Event(), max_new_tokens=max_new):
+    for _ in engine.stream(messages, threading.Event(),
+                           replace(LLMOptions.of(engine.settings), max_new_tokens=max_new)):
         first = first if first is not None else time.monotonic() - t0
     total = time.monotonic() - t0
     stats = dict(engine.last_stats)
@@ -270,11 +277,11 @@ def check_tts(engine, entry: dict) -> None:
     first, totals, seconds = [], [], 0.0
     for _ in range(REPEATS):
         t0 = time.monotonic()
-        for _chunk in engine.synthesize(FIRST_PIECE):
+        for _chunk in engine.synthesize(FIRST_PIECE, None, 1.0):
             first.append(time.monotonic() - t0)
             break  # the first chunk is what the listener waits for
         t0 = time.monotonic()
-        pcm = np.concatenate(list(engine.synthesize(REPLY)))
+        pcm = np.concatenate(list(engine.synthesize(REPLY, None, 1.0)))
         totals.append(time.monotonic() - t0)
         seconds = pcm.size / engine.sample_rate
     entry["first_piece"] = FIRST_PIECE
@@ -286,8 +293,10 @@ def check_tts(engine, entry: dict) -> None:
 
 
 def check_vad(engine, entry: dict) -> None:
+    from s2s_desktop.engines.base import VADOptions
+
     audio = clip()
-    times, segments = repeat(lambda: engine.speech(audio))
+    times, segments = repeat(lambda: engine.speech(audio, VADOptions.of(engine.settings)))
     entry["speech_regions"] = len(segments)
     entry["clip_s"] = CLIP_S
     entry["speech_s"] = spread(times)

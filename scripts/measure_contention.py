@@ -18,12 +18,14 @@ import statistics
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from s2s_desktop import profiles  # noqa: E402
 from s2s_desktop.engines import registry  # noqa: E402
+from s2s_desktop.engines.base import LLMOptions  # noqa: E402
 
 QUESTION = [{"role": "system", "content": "Answer in plain sentences."},
             {"role": "user", "content": "Tell me about the history of bicycles in Europe."}]
@@ -53,7 +55,9 @@ def onnx_options(threads: int) -> None:
 
 def llm_run(engine, tokens: int = 80) -> float:
     stop, count, first = threading.Event(), 0, None
-    for delta in engine.stream(QUESTION, stop, max_new_tokens=tokens):
+    for delta in engine.stream(
+        QUESTION, stop, replace(LLMOptions.of(engine.settings), max_new_tokens=tokens)
+    ):
         if delta:
             count += 1
             first = first or time.monotonic()
@@ -64,7 +68,7 @@ def tts_run(engine) -> float:
     work = audio = 0.0
     for text in SENTENCES:
         started = time.monotonic()
-        samples = sum(len(chunk) for chunk in engine.synthesize(text))
+        samples = sum(len(chunk) for chunk in engine.synthesize(text, None, 1.0))
         work += time.monotonic() - started
         audio += samples / engine.sample_rate
     return work / audio

@@ -31,6 +31,7 @@ from s2s_desktop import config  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT  # noqa: E402
 from s2s_desktop.commands.bench_measures import word_errors  # noqa: E402
 from s2s_desktop.engines import registry  # noqa: E402
+from s2s_desktop.engines.base import STTOptions  # noqa: E402
 from s2s_desktop.profiles import for_profile  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -95,7 +96,8 @@ def run_set(models: dict, clips, runs: int, language: str | None = None) -> dict
             best, cpu, result = float("inf"), float("inf"), None
             for _ in range(runs):
                 t0, c0 = time.perf_counter(), time.process_time()
-                result = stt.transcribe(audio, language or stt.settings.language or None)
+                result = stt.transcribe(audio, language or stt.settings.language or None,
+                                        STTOptions.of(stt.settings))
                 best = min(best, time.perf_counter() - t0)
                 cpu = min(cpu, time.process_time() - c0)
             e, n = word_errors(normalise(ref), normalise(result.text))

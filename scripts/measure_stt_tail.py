@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from s2s_desktop import profiles  # noqa: E402
 from s2s_desktop.commands.bench import HELD_OUT  # noqa: E402
 from s2s_desktop.engines import registry  # noqa: E402
+from s2s_desktop.engines.base import STTOptions  # noqa: E402
 from s2s_desktop.engines.stt import faster_whisper as fw  # noqa: E402
 
 
@@ -58,15 +59,17 @@ def main() -> int:
     stt.load()
     stt.warmup()
     print("voice       sec  whole  full  tail1s  whole text / full-window text")
+    options = STTOptions.of(settings.stt)
     for voice in args.voices.split(","):
         for question in HELD_OUT:
             a = spoken(question, voice)
             tail = a[-16000:]
-            whole_ms, whole = best_ms(lambda a=a: stt.transcribe(a, "en"))
+            whole_ms, whole = best_ms(lambda a=a: stt.transcribe(a, "en", options))
             full_ms, full = best_ms(lambda a=a: stt._decode(
-                a, "en", fw.token_budget(a.size), temperature=0.0))
+                a, "en", fw.token_budget(a.size), options, temperature=0.0))
             tail_ms, _ = best_ms(lambda t=tail: stt._generate(
-                t, "en", fw.encoder_frames(t.size), fw.token_budget(t.size), prompt="So"))
+                t, "en", fw.encoder_frames(t.size), fw.token_budget(t.size), options,
+                prompt="So"))
             print(f"{voice:10s} {a.size / 16000:4.1f} {whole_ms:6d} {full_ms:5d} {tail_ms:7d}  "
                   f"{whole.text!r} / {full.text!r}", flush=True)
     return 0

@@ -101,3 +101,12 @@ def test_changed_stages_reload_only_what_needs_it():
     c = a.copy()
     c.device = "cuda"
     assert config.changed_stages(a, c) == ["vad", "stt", "llm", "tts"]
+
+
+def test_the_voices_language_reloads_tts():
+    """Kokoro and mlx-audio load their phonemizer and voice for tts.language: a new one needs
+    a reload, or the next reply would still be spoken in the old language."""
+    a = config.Settings()
+    b = a.copy()
+    b.tts.language = "es"
+    assert config.changed_stages(a, b) == ["tts"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
 from s2s_desktop.config import LLMSettings
+from s2s_desktop.engines.base import LLMOptions
 from s2s_desktop.engines.llm.history import build_messages, prefix_messages, window
 from s2s_desktop.errors import DeviceUnavailable, ModelLoadError, UnsafeModelFormat
 from s2s_desktop.models.resolve import package_path
@@ -19,7 +21,7 @@ LONG_ASK = "Tell me a long story about a dragon who learns to bake bread."
 
 
 def ask(engine, messages, stop=None):
-    deltas = list(engine.stream(messages, stop or threading.Event()))
+    deltas = list(engine.stream(messages, stop or threading.Event(), LLMOptions.of(engine.settings)))
     assert all(isinstance(d, str) for d in deltas)
     return deltas, "".join(deltas)
 
@@ -31,7 +33,7 @@ def stop_from_another_thread(engine, messages, after: int):
     setter = threading.Thread(target=lambda: reached.wait(60) and stop.set())
     setter.start()
     count, after_stop, t_stop = 0, 0, None
-    for _ in engine.stream(messages, stop):
+    for _ in engine.stream(messages, stop, LLMOptions.of(engine.settings)):
         count += 1
         if stop.is_set():
             after_stop += 1
@@ -268,7 +270,7 @@ def test_llama_cpp_gives_cores_to_tts_mid_reply_without_changing_the_reply(llama
     llama.llm.reset()
     reply = ""
     with cores.synthesizing(on_cpu=True):
-        for delta in llama.stream(messages, threading.Event()):
+        for delta in llama.stream(messages, threading.Event(), LLMOptions.of(llama.settings)):
             llama.set_threads(cores.llm_threads(0))
             reply += delta
     assert llama._threads_now == 1 and reply == full_width
@@ -288,15 +290,12 @@ def test_llama_cpp_stops_at_next_token_when_stop_is_set(llama):
 
 def test_llama_cpp_respects_max_new_tokens(llama):
     deltas = list(
-        llama.stream(build_messages(SYSTEM, [], LONG_ASK, 8), threading.Event(), max_new_tokens=5)
+        llama.stream(build_messages(SYSTEM, [], LONG_ASK, 8), threading.Event(), replace(LLMOptions.of(llama.settings), max_new_tokens=5))
     )
     assert 1 <= len(deltas) <= 5
     assert llama.last_stats["finish"] == "length"
-    llama.settings.max_new_tokens = 7
-    try:
-        deltas = list(llama.stream(build_messages(SYSTEM, [], LONG_ASK, 8), threading.Event()))
-    finally:
-        llama.settings.max_new_tokens = 60
+    deltas = list(llama.stream(build_messages(SYSTEM, [], LONG_ASK, 8), threading.Event(),
+                               replace(LLMOptions.of(llama.settings), max_new_tokens=7)))
     assert 1 <= len(deltas) <= 7 and llama.last_stats["finish"] == "length"
 
 
@@ -366,7 +365,7 @@ def test_transformers_streams_text_deltas(tiny_llm):
 
 def test_transformers_respects_max_new_tokens(tiny_llm):
     list(
-        tiny_llm.stream([{"role": "user", "content": "hello"}], threading.Event(), max_new_tokens=3)
+        tiny_llm.stream([{"role": "user", "content": "hello"}], threading.Event(), replace(LLMOptions.of(tiny_llm.settings), max_new_tokens=3))
     )
     assert tiny_llm.last_stats["tokens"] == 3 and tiny_llm.last_stats["finish"] == "length"
 

@@ -12,12 +12,14 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from s2s_desktop.config import LLMSettings, STTSettings
+from s2s_desktop.engines.base import LLMOptions, STTOptions
 from s2s_desktop.errors import DeviceUnavailable, ModelLoadError
 from s2s_desktop.mlx_lock import MLXLockTimeout, holder, locked_steps, mlx_lock
 from tests.helpers.mlx_models import (
@@ -234,10 +236,10 @@ CHAT = [
 
 @needs_mlx_lm
 def test_tiny_llm_streams_deltas_up_to_max_new_tokens(tiny_llm):
-    deltas = list(tiny_llm.stream(CHAT, threading.Event()))
+    deltas = list(tiny_llm.stream(CHAT, threading.Event(), LLMOptions.of(tiny_llm.settings)))
     assert deltas and all(isinstance(d, str) and d for d in deltas)
     assert len(deltas) <= 12
-    assert len(list(tiny_llm.stream(CHAT, threading.Event(), max_new_tokens=3))) <= 3
+    assert len(list(tiny_llm.stream(CHAT, threading.Event(), replace(LLMOptions.of(tiny_llm.settings), max_new_tokens=3)))) <= 3
     assert holder() is None
 
 
@@ -245,13 +247,13 @@ def test_tiny_llm_streams_deltas_up_to_max_new_tokens(tiny_llm):
 def test_tiny_llm_stops_at_the_next_token(tiny_llm):
     stop = threading.Event()
     got = []
-    for delta in tiny_llm.stream(CHAT, stop, max_new_tokens=40):
+    for delta in tiny_llm.stream(CHAT, stop, replace(LLMOptions.of(tiny_llm.settings), max_new_tokens=40)):
         got.append(delta)
         if len(got) == 3:
             stop.set()
     assert len(got) == 3
     assert holder() is None  # the half-read generator was closed and let go of the lock
-    assert list(tiny_llm.stream(CHAT, stop)) == []  # already stopped: nothing at all
+    assert list(tiny_llm.stream(CHAT, stop, LLMOptions.of(tiny_llm.settings))) == []  # already stopped: nothing at all
 
 
 @needs_mlx_lm
@@ -276,7 +278,7 @@ def test_a_long_llm_stream_does_not_starve_another_stage(tiny_llm):
     t = threading.Thread(target=tts)
     t.start()
     token_times = []
-    for _ in tiny_llm.stream(CHAT, threading.Event(), max_new_tokens=40):
+    for _ in tiny_llm.stream(CHAT, threading.Event(), replace(LLMOptions.of(tiny_llm.settings), max_new_tokens=40)):
         token_times.append(time.monotonic())
         streaming.set()
     done.set()
@@ -342,7 +344,7 @@ def test_smollm2_on_mlx_answers_the_capital_of_france(request):
         {"role": "system", "content": "You are a helpful assistant. Answer briefly."},
         {"role": "user", "content": "What is the capital of France?"},
     ]
-    reply = "".join(engine.stream(question, threading.Event()))
+    reply = "".join(engine.stream(question, threading.Event(), LLMOptions.of(engine.settings)))
     assert "Paris" in reply, reply
     engine.unload()
 
@@ -366,11 +368,11 @@ def test_smollm2_on_mlx_reuses_its_prompt_cache_across_turns(request):
     system = "You are a helpful assistant. Answer briefly."
     history = [("What is the capital of France?", "The capital of France is Paris.")]
     messages = build_messages(system, history, "And of Italy?", 8)
-    cold = "".join(engine.stream(messages, threading.Event()))
+    cold = "".join(engine.stream(messages, threading.Event(), LLMOptions.of(engine.settings)))
     cold_evaluated = engine.last_stats["prompt_tokens_evaluated"]
     engine._cache, engine._cache_ids = None, []
     assert engine.prime(prefix_messages(system, history), lambda: False) > 20
-    warm = "".join(engine.stream(messages, threading.Event()))
+    warm = "".join(engine.stream(messages, threading.Event(), LLMOptions.of(engine.settings)))
     assert warm == cold and warm.strip()
     assert engine.last_stats["prompt_tokens_evaluated"] <= 12 < cold_evaluated
     engine.unload()
@@ -406,7 +408,7 @@ def test_tiny_mlx_whisper_transcribes_under_the_lock(tiny_whisper, monkeypatch):
 
     monkeypatch.setattr(tiny_whisper._mw, "transcribe", spy)
     audio = (np.random.default_rng(0).standard_normal(16000) * 0.1).astype(np.float32)
-    result = tiny_whisper.transcribe(audio, language="en")
+    result = tiny_whisper.transcribe(audio, "en", STTOptions.of(tiny_whisper.settings))
     assert isinstance(result.text, str) and result.language == "en"
     assert seen == ["stt"] and holder() is None
 
@@ -443,6 +445,6 @@ def test_whisper_tiny_en_on_mlx_hears_the_question(tmp_path):
     subprocess.run(["espeak-ng", "-w", str(wav), "What is the capital of France?"], check=True)
     engine = MLXWhisperSTT(STTSettings(backend="mlx-whisper", model=str(folder)), "mlx")
     engine.load()
-    result = engine.transcribe(read_audio(wav), language="en")
+    result = engine.transcribe(read_audio(wav), "en", STTOptions.of(engine.settings))
     assert result.text.lower().strip(" .?") == "what is the capital of france"
     engine.unload()

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from s2s_desktop.config import LLMSettings, STTSettings
+from s2s_desktop.engines.base import LLMOptions, STTOptions
 from s2s_desktop.engines.llm.history import build_messages
 from s2s_desktop.engines.llm.openai_llm import OpenAILLM
 from s2s_desktop.engines.openai_http import ServerError
@@ -133,6 +134,11 @@ def client(base_url: str, api_key: str = API_KEY, **kw) -> OpenAILLM:
     return engine
 
 
+def stream(engine: OpenAILLM, messages: list[dict]):
+    """The engine's reply with the options its settings give, never stopped."""
+    return engine.stream(messages, threading.Event(), LLMOptions.of(engine.settings))
+
+
 # ---------------------------------------------------------------- LLM on llama_cpp.server
 
 
@@ -140,7 +146,7 @@ def client(base_url: str, api_key: str = API_KEY, **kw) -> OpenAILLM:
 def test_streamed_reply_names_paris(llama_server):
     engine = client(llama_server.base_url)
     assert engine.warnings == []  # loopback over http is fine
-    deltas = list(engine.stream(PARIS, threading.Event()))
+    deltas = list(engine.stream(PARIS, threading.Event(), LLMOptions.of(engine.settings)))
     assert len(deltas) > 1 and all(isinstance(d, str) for d in deltas)
     assert "Paris" in "".join(deltas)
     assert engine.last_stats["finish"] == "stop"
@@ -148,7 +154,7 @@ def test_streamed_reply_names_paris(llama_server):
 
 def test_max_new_tokens_reaches_the_server(llama_server):
     engine = client(llama_server.base_url, max=4)
-    deltas = list(engine.stream(STORY, threading.Event()))
+    deltas = list(engine.stream(STORY, threading.Event(), LLMOptions.of(engine.settings)))
     assert 1 <= len(deltas) <= 4 and engine.last_stats["finish"] == "length"
 
 
@@ -157,7 +163,7 @@ def test_stop_mid_stream_closes_the_request(llama_server):
     log_before = len(llama_server.log_path.read_text())
     stop, count, t_stop = threading.Event(), 0, None
     setter = None
-    for _ in engine.stream(STORY, stop):
+    for _ in engine.stream(STORY, stop, LLMOptions.of(engine.settings)):
         count += 1
         if count == 3:  # another thread presses "stop" (barge-in)
             setter = threading.Thread(target=stop.set)
@@ -173,7 +179,7 @@ def test_stop_mid_stream_closes_the_request(llama_server):
         assert time.monotonic() < deadline, "llama_cpp.server did not notice the disconnect"
         time.sleep(0.1)
     # the server is free again: the next question is answered normally
-    assert "Paris" in "".join(client(llama_server.base_url).stream(PARIS, threading.Event()))
+    assert "Paris" in "".join(stream(client(llama_server.base_url), PARIS))
 
 
 def test_stop_while_waiting_for_the_first_token_returns_at_once():
@@ -182,22 +188,22 @@ def test_stop_while_waiting_for_the_first_token_returns_at_once():
         stop = threading.Event()
         threading.Timer(0.3, stop.set).start()
         t0 = time.monotonic()
-        assert list(engine.stream(PARIS, stop)) == []
+        assert list(engine.stream(PARIS, stop, LLMOptions.of(engine.settings))) == []
         assert time.monotonic() - t0 < 2.0
 
 
 def test_wrong_api_key_and_wrong_path_are_explained(llama_server):
     with pytest.raises(ServerError, match=r"refused the request \(401.*API key"):
-        list(client(llama_server.base_url, api_key="wrong").stream(PARIS, threading.Event()))
+        list(stream(client(llama_server.base_url, api_key="wrong"), PARIS))
     base = llama_server.base_url.removesuffix("/v1")  # forgot the /v1
     with pytest.raises(ServerError, match=r"no /chat/completions endpoint \(404\).*ends in /v1"):
-        list(client(base).stream(PARIS, threading.Event()))
+        list(stream(client(base), PARIS))
 
 
 def test_unknown_model_name_falls_back_to_the_servers_model(llama_server):
     # llama_cpp.server serves its one model whatever name is asked: no 404 to explain here
     engine = client(llama_server.base_url, model="no-such-model")
-    assert "Paris" in "".join(engine.stream(PARIS, threading.Event()))
+    assert "Paris" in "".join(engine.stream(PARIS, threading.Event(), LLMOptions.of(engine.settings)))
 
 
 @pytest.mark.slow
@@ -206,7 +212,7 @@ def test_server_down_then_restarted(llama_server):
     try:
         engine = client(llama_server.base_url)
         with pytest.raises(S2SError) as err:
-            list(engine.stream(PARIS, threading.Event()))
+            list(engine.stream(PARIS, threading.Event(), LLMOptions.of(engine.settings)))
         assert str(err.value) == (
             f"cannot reach the LLM server at {llama_server.base_url}: "
             "is it running? (check the address and port)"
@@ -214,7 +220,7 @@ def test_server_down_then_restarted(llama_server):
         assert API_KEY not in str(err.value)
     finally:
         llama_server.start()
-    assert "Paris" in "".join(engine.stream(PARIS, threading.Event()))
+    assert "Paris" in "".join(engine.stream(PARIS, threading.Event(), LLMOptions.of(engine.settings)))
 
 
 # ---------------------------------------------------------------- failure modes on raw sockets
@@ -254,7 +260,7 @@ def test_slow_first_token_times_out_with_a_clear_message():
         engine = client(f"http://127.0.0.1:{port}/v1", read_timeout=0.5)
         t0 = time.monotonic()
         with pytest.raises(ServerError, match=r"did not answer within 0.5 s"):
-            list(engine.stream(PARIS, threading.Event()))
+            list(engine.stream(PARIS, threading.Event(), LLMOptions.of(engine.settings)))
         assert time.monotonic() - t0 < 3.0
 
 
@@ -280,7 +286,7 @@ def test_redirect_is_not_followed_so_the_key_stays_home():
     with serve(Target) as target, serve(Redirect) as redirect:
         engine = client(f"http://127.0.0.1:{redirect.server_port}/v1", api_key="secret-123")
         with pytest.raises(ServerError, match="redirects to .* not followed") as err:
-            list(engine.stream(PARIS, threading.Event()))
+            list(engine.stream(PARIS, threading.Event(), LLMOptions.of(engine.settings)))
         assert "secret-123" not in str(err.value)
     assert seen == []
 
@@ -425,7 +431,7 @@ def test_openai_stt_transcribes_speech(whisper_server, speech):
         "cpu",
     )
     engine.load()
-    result = engine.transcribe(audio)
+    result = engine.transcribe(audio, None, STTOptions.of(engine.settings))
     assert "capital of france" in result.text.lower()
     assert result.language == "en"  # the server's, or the one asked for
 
@@ -436,10 +442,10 @@ def test_openai_stt_errors_are_clear(whisper_server):
     port = free_port()  # nothing listens there
     engine = OpenAISTT(STTSettings(base_url=f"http://127.0.0.1:{port}/v1"), "cpu")
     with pytest.raises(S2SError, match=r"cannot reach the speech-to-text server .* is it running"):
-        engine.transcribe(np.zeros(1600, np.float32))
+        engine.transcribe(np.zeros(1600, np.float32), None, STTOptions.of(engine.settings))
     wrong = OpenAISTT(STTSettings(base_url=whisper_server.removesuffix("/v1")), "cpu")
     with pytest.raises(ServerError, match=r"no /audio/transcriptions endpoint \(404\)"):
-        wrong.transcribe(np.zeros(1600, np.float32))
+        wrong.transcribe(np.zeros(1600, np.float32), None, STTOptions.of(wrong.settings))
 
 
 # ---------------------------------------------------------------- the whole pipeline, the dialog

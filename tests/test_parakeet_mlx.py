@@ -22,7 +22,7 @@ import pytest
 
 from s2s_desktop import mlx_lock as mlx_lock_module
 from s2s_desktop.config import STTSettings
-from s2s_desktop.engines.base import STTResult
+from s2s_desktop.engines.base import STTOptions, STTResult
 from s2s_desktop.engines.registry import create
 from s2s_desktop.errors import (
     BackendUnavailable,
@@ -136,7 +136,7 @@ def noise(seconds: float, seed: int = 0) -> np.ndarray:
 
 @needs_parakeet
 def test_a_local_folder_loads_and_transcribes_to_text(engine):
-    result = engine.transcribe(noise(2.0), None)
+    result = engine.transcribe(noise(2.0), None, STTOptions.of(engine.settings))
     assert isinstance(result, STTResult)
     assert isinstance(result.text, str) and result.text == result.text.strip()
     assert result.language == "en"  # English-only model: that is what it heard
@@ -147,9 +147,9 @@ def test_a_local_folder_loads_and_transcribes_to_text(engine):
 
 @needs_parakeet
 def test_2d_input_and_audio_too_short_to_hear(engine):
-    assert engine.transcribe(noise(1.0).reshape(1, -1), "en").language == "en"
-    assert engine.transcribe(np.zeros(100, np.float32)).text == ""  # under one mel frame
-    assert engine.transcribe(np.zeros(0, np.float32)).text == ""
+    assert engine.transcribe(noise(1.0).reshape(1, -1), "en", STTOptions.of(engine.settings)).language == "en"
+    assert engine.transcribe(np.zeros(100, np.float32), None, STTOptions.of(engine.settings)).text == ""  # under one mel frame
+    assert engine.transcribe(np.zeros(0, np.float32), None, STTOptions.of(engine.settings)).text == ""
 
 
 @needs_parakeet
@@ -158,10 +158,10 @@ def test_beam_search_runs_when_beam_size_is_above_one(tiny_dir):
         "stt", STTSettings(backend="parakeet-mlx", model=str(tiny_dir), beam_size=2), "mlx"
     )
     stt.load()
-    assert isinstance(stt.transcribe(noise(1.0, seed=3)).text, str)
+    assert isinstance(stt.transcribe(noise(1.0, seed=3), None, STTOptions.of(stt.settings)).text, str)
     stt.unload()
     with pytest.raises(ModelLoadError, match="not loaded"):
-        stt.transcribe(noise(0.5))
+        stt.transcribe(noise(0.5), None, STTOptions.of(stt.settings))
 
 
 # ---------------------------------------------------------------- the MLX lock
@@ -177,7 +177,7 @@ def test_transcribe_runs_under_the_mlx_lock(engine, monkeypatch):
         return real_generate(*args, **kwargs)
 
     monkeypatch.setattr(engine._model, "generate", watched)
-    engine.transcribe(noise(1.0))
+    engine.transcribe(noise(1.0), None, STTOptions.of(engine.settings))
     assert seen and seen[0] is not None and seen[0].stage == "stt"
     assert mlx_lock_module.holder() is None  # released afterwards
 
@@ -188,7 +188,7 @@ def test_transcribe_waits_while_another_stage_holds_the_lock(engine):
     results = []
 
     def worker():
-        results.append(engine.transcribe(noise(1.0, seed=1)))
+        results.append(engine.transcribe(noise(1.0, seed=1), None, STTOptions.of(engine.settings)))
         done.set()
 
     with mlx_lock_module.mlx_lock("llm"):
@@ -219,8 +219,8 @@ def test_an_english_model_refuses_other_languages_naming_english(tiny_dir, engin
         stt.load()
     assert not stt.loaded
     with pytest.raises(SettingsError, match="'de'"):
-        engine.transcribe(noise(0.5), "de")
-    assert engine.transcribe(noise(0.5), "en-US").language == "en"
+        engine.transcribe(noise(0.5), "de", STTOptions.of(engine.settings))
+    assert engine.transcribe(noise(0.5), "en-US", STTOptions.of(engine.settings)).language == "en"
 
 
 @needs_parakeet
@@ -228,10 +228,10 @@ def test_a_multilingual_model_accepts_its_languages_and_names_them(tmp_path):
     folder = build_tiny_parakeet(tmp_path / "tdt-v3", EUROPEAN_VOCAB)
     stt = create("stt", STTSettings(backend="parakeet-mlx", model=str(folder)), "mlx")
     stt.load()
-    assert stt.transcribe(noise(0.5)).language is None  # v3 detects but does not report
-    assert stt.transcribe(noise(0.5), "fr").language == "fr"
+    assert stt.transcribe(noise(0.5), None, STTOptions.of(stt.settings)).language is None  # v3 detects but does not report
+    assert stt.transcribe(noise(0.5), "fr", STTOptions.of(stt.settings)).language == "fr"
     with pytest.raises(SettingsError, match=r"'ja'.*bg, cs, da, de"):
-        stt.transcribe(noise(0.5), "ja")
+        stt.transcribe(noise(0.5), "ja", STTOptions.of(stt.settings))
     stt.unload()
 
 

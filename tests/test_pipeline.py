@@ -44,8 +44,8 @@ def test_the_reply_starts_at_its_first_sound_not_the_voices_lead_in(session_fact
     lead = np.zeros(int(0.25 * scripted.ToneTTS.sample_rate), np.float32)
     plain = scripted.ToneTTS.synthesize
 
-    def with_lead_in(self, text, stop=None):  # a voice that starts each sentence quietly
-        for i, pcm in enumerate(plain(self, text, stop)):
+    def with_lead_in(self, text, stop, speed):  # a voice that starts each sentence quietly
+        for i, pcm in enumerate(plain(self, text, stop, speed)):
             yield np.concatenate([lead, pcm]) if i == 0 else pcm
 
     monkeypatch.setattr(scripted.ToneTTS, "synthesize", with_lead_in)
@@ -265,13 +265,13 @@ class _SinkThatDies(CaptureSink):
         super().__init__()
         self.after, self.played, self.dead = after, 0, True
 
-    def play(self, pcm, sample_rate, turn):
+    def play(self, pcm, sample_rate, turn, sentence=-1):
         from s2s_desktop.errors import AudioDeviceError
 
         self.played += 1
         if self.dead and self.played > self.after:
             raise AudioDeviceError("the output device 'Headphones' went away")
-        super().play(pcm, sample_rate, turn)
+        super().play(pcm, sample_rate, turn, sentence)
 
 
 def test_output_device_lost_mid_reply_keeps_the_text_and_the_next_turn_works(monkeypatch):

@@ -288,7 +288,7 @@ def test_tiny_model_speaks_in_24khz_float_chunks(tiny):
     assert tiny.sample_rate == 24000
     assert tiny.tts.model.dtype.is_floating_point and str(tiny.tts.model.dtype) == "torch.float32"
     assert "ryan" in tiny.describe()  # the English voice is the default
-    chunks = list(tiny.synthesize("Hello there. How are you today?"))
+    chunks = list(tiny.synthesize("Hello there. How are you today?", None, 1.0))
     assert len(chunks) == 2  # one per sentence, the first ready before the second is made
     for chunk in chunks:
         assert chunk.dtype == np.float32 and chunk.ndim == 1
@@ -299,7 +299,7 @@ def test_tiny_model_speaks_in_24khz_float_chunks(tiny):
 def test_stop_between_sentences(tiny):
     stop = threading.Event()
     got = []
-    for chunk in tiny.synthesize("Hello there. How are you? Paris is in France.", stop):
+    for chunk in tiny.synthesize("Hello there. How are you? Paris is in France.", stop, 1.0):
         got.append(chunk)
         stop.set()
     assert len(got) == 1
@@ -322,7 +322,7 @@ def test_stop_inside_a_sentence_ends_at_the_next_frame(tiny):
     tiny.tts.generate_defaults["max_new_tokens"] = 400
     try:
         torch.manual_seed(1)
-        got = list(tiny.synthesize(text, stop))
+        got = list(tiny.synthesize(text, stop, 1.0))
     finally:
         counter.remove()
         tiny.tts.generate_defaults["max_new_tokens"] = limit
@@ -339,7 +339,7 @@ def test_voice_and_language_settings(tiny_folder):
 
     french = engine(voice="Serena", language="fr")
     assert french._speaker == "serena" and french._language == "french"
-    assert list(french.synthesize("Bonjour."))
+    assert list(french.synthesize("Bonjour.", None, 1.0))
     with pytest.raises(SettingsError, match="no speaker 'nobody'; choose one of"):
         engine(voice="nobody")
     with pytest.raises(SettingsError, match="no language 'ja'"):
@@ -352,7 +352,7 @@ def test_voice_design_model_takes_the_voice_as_a_description(tmp_path):
     e = Qwen3TTS(TTSSettings(backend="qwen3-tts", model=str(folder), voice="A low voice."), "cpu")
     e.load()
     assert e._design == "A low voice." and "designed voice" in e.describe()
-    assert list(e.synthesize("Hello."))
+    assert list(e.synthesize("Hello.", None, 1.0))
 
 
 def test_truncated_weights_are_a_load_error(tmp_path, tiny_folder):
@@ -390,4 +390,4 @@ def test_compile_failure_keeps_the_eager_model(tiny_folder, monkeypatch, caplog)
     assert e.compiled is False and "torch.compile failed" in e.describe()
     assert "no working C++ compiler" in caplog.text
     assert "forward" not in e.tts.model.talker.model.__dict__  # the eager forward is back
-    assert list(e.synthesize("Hello."))
+    assert list(e.synthesize("Hello.", None, 1.0))

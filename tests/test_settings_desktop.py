@@ -33,8 +33,6 @@ def spoken_seconds(app, recorder, question: str) -> tuple[float, dict]:
     return float(loud[-1] - loud[0]), json.loads(res.stdout)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 30 part 1 (another branch): the voice keeps the "
-                   "tts.speed it was loaded with until live settings reach it per call")
 def test_set_a_faster_voice_speaks_the_next_answer_faster_without_a_reload(rig):
     app, recorder, env = rig
     before, rec = spoken_seconds(app, recorder, "What time is it?")

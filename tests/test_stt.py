@@ -18,7 +18,7 @@ import pytest
 from s2s_desktop import profiles
 from s2s_desktop.commands.bench_measures import word_errors
 from s2s_desktop.config import STTSettings, VADSettings
-from s2s_desktop.engines.base import STTResult
+from s2s_desktop.engines.base import STTOptions, STTResult, VADOptions
 from s2s_desktop.engines.registry import engine_class
 from s2s_desktop.engines.stt.faster_whisper import FasterWhisperSTT, token_budget
 from s2s_desktop.errors import (
@@ -111,7 +111,7 @@ def test_tiny_faster_whisper_loads_int8_on_cpu_and_returns_text(tiny_fw):
     assert tiny_fw.loaded
     assert tiny_fw.compute_type == "int8"  # compute_type auto on cpu
     tiny_fw.warmup()
-    result = tiny_fw.transcribe(white_noise(1.0, rms=0.1))
+    result = tiny_fw.transcribe(white_noise(1.0, rms=0.1), None, STTOptions.of(tiny_fw.settings))
     assert isinstance(result, STTResult)
     assert isinstance(result.text, str)
     assert result.text == result.text.strip()
@@ -122,7 +122,7 @@ def test_tiny_faster_whisper_loads_int8_on_cpu_and_returns_text(tiny_fw):
 def test_tiny_transformers_whisper_loads_and_returns_text(tiny_hf):
     assert tiny_hf.loaded
     tiny_hf.warmup()
-    result = tiny_hf.transcribe(white_noise(1.0, rms=0.1))
+    result = tiny_hf.transcribe(white_noise(1.0, rms=0.1), None, STTOptions.of(tiny_hf.settings))
     assert isinstance(result.text, str)
     assert result.text == result.text.strip()
     assert result.language == "en"  # an English-only checkpoint
@@ -134,8 +134,8 @@ def test_an_english_only_whisper_refuses_another_language_instead_of_mishearing_
     "Misha distance in Berlin." and answered that; now the user is told what to change."""
     question = read_wav(speech("Wie spät ist es in Berlin?", voice="de"))
     with pytest.raises(SettingsError, match="English only, not 'de'.*stt.language to en"):
-        starter.transcribe(question, "de")
-    assert starter.transcribe(question, "en-US").language == "en"
+        starter.transcribe(question, "de", STTOptions.of(starter.settings))
+    assert starter.transcribe(question, "en-US", STTOptions.of(starter.settings)).language == "en"
     german = replace(starter.settings, language="de")
     with pytest.raises(SettingsError, match="English only"):  # said when the model loads
         engine_class("stt", "faster-whisper")(german, "cpu").load()
@@ -144,8 +144,8 @@ def test_an_english_only_whisper_refuses_another_language_instead_of_mishearing_
 @needs_tiny_builder
 def test_an_english_only_transformers_whisper_refuses_another_language(tiny_hf):
     with pytest.raises(SettingsError, match="English only, not 'fr'"):
-        tiny_hf.transcribe(white_noise(0.5, rms=0.1), "fr")
-    assert tiny_hf.transcribe(white_noise(0.5, rms=0.1), "en").language == "en"
+        tiny_hf.transcribe(white_noise(0.5, rms=0.1), "fr", STTOptions.of(tiny_hf.settings))
+    assert tiny_hf.transcribe(white_noise(0.5, rms=0.1), "en", STTOptions.of(tiny_hf.settings)).language == "en"
 
 
 @needs_tiny_builder
@@ -153,17 +153,17 @@ def test_transformers_multilingual_takes_or_detects_the_language(tiny_multilingu
     stt = transformers_stt(STTSettings(model=str(tiny_multilingual[0]), language=""))
     stt.load()
     clip = white_noise(0.5, rms=0.1)
-    assert stt.transcribe(clip, "fr").language == "fr"
-    assert stt.transcribe(clip).language in ("en", "fr", "de")  # "" ⇒ detected
+    assert stt.transcribe(clip, "fr", STTOptions.of(stt.settings)).language == "fr"
+    assert stt.transcribe(clip, None, STTOptions.of(stt.settings)).language in ("en", "fr", "de")  # "" ⇒ detected
     with pytest.raises(SettingsError, match="stt.language"):
-        stt.transcribe(clip, "xx")
+        stt.transcribe(clip, "xx", STTOptions.of(stt.settings))
 
 
 @needs_tiny_builder
 @pytest.mark.parametrize("backend", ["faster-whisper", "transformers"])
 def test_empty_audio_gives_empty_text(backend, tiny_fw, tiny_hf):
     stt = tiny_fw if backend == "faster-whisper" else tiny_hf
-    assert stt.transcribe(np.zeros(0, dtype=np.float32)) == STTResult("")
+    assert stt.transcribe(np.zeros(0, dtype=np.float32), None, STTOptions.of(stt.settings)) == STTResult("")
 
 
 # ------------------------------------------------------------------ errors a user can act on
@@ -261,7 +261,7 @@ def test_long_audio_is_cut_into_windows_at_a_quiet_spot():
 @pytest.mark.required("faster_whisper")
 @pytest.mark.parametrize("voice", ["en", "en-us"])
 def test_starter_model_understands_a_spoken_question(starter, speech, voice):
-    result = starter.transcribe(read_wav(speech(QUESTION, voice=voice, speed=175)))
+    result = starter.transcribe(read_wav(speech(QUESTION, voice=voice, speed=175)), None, STTOptions.of(starter.settings))
     text = result.text.lower()
     assert "capital" in text and "france" in text, result.text
     assert result.language == "en"
@@ -274,7 +274,7 @@ def test_starter_model_understands_a_spoken_question(starter, speech, voice):
 def test_en_us_capital_of_france_is_heard_in_the_short_window(starter, speech, speed):
     """Cut to its 10 s window, tiny.en heard espeak en-us "…capital of France" as "…capital
     and friends"; with the padding's encoder states after it, it hears what the 30 s does."""
-    heard = starter.transcribe(read_wav(speech(QUESTION, voice="en-us", speed=speed)), "en")
+    heard = starter.transcribe(read_wav(speech(QUESTION, voice="en-us", speed=speed)), "en", STTOptions.of(starter.settings))
     assert word_errors(QUESTION, heard.text)[0] == 0, heard.text
 
 
@@ -316,11 +316,7 @@ def test_short_window_hears_english_voices_as_well_as_the_full_window_in_total(
             clip = read_wav(speech(question, voice=voice, speed=160))
             heard = {}
             for short in (True, False):
-                starter.settings.short_window = short
-                try:
-                    heard[short] = starter.transcribe(clip, "en").text
-                finally:
-                    starter.settings.short_window = True
+                heard[short] = starter.transcribe(clip, "en", STTOptions(short_window=short)).text
                 per_voice[short] += word_errors(question, heard[short])[0]
             words += word_errors(question, "")[1]
             if heard[True] != heard[False]:
@@ -345,9 +341,9 @@ def test_vad_trim_then_transcribe_a_question_in_silence(starter, speech):
     vad = SileroOnnxVAD(vad_settings)
     vad.load()
     clip = np.concatenate([silence(2.0), read_wav(speech(QUESTION, voice="en-us")), silence(2.0)])
-    speech = trim(clip, vad.speech(clip), vad_settings.pad_ms * SAMPLE_RATE // 1000)
+    speech = trim(clip, vad.speech(clip, VADOptions.of(vad.settings)), vad_settings.pad_ms * SAMPLE_RATE // 1000)
     assert len(speech) < len(clip) - 3 * SAMPLE_RATE
-    assert "france" in starter.transcribe(speech, "en").text.lower()
+    assert "france" in starter.transcribe(speech, "en", STTOptions.of(starter.settings)).text.lower()
 
 
 @needs_starter
@@ -357,13 +353,14 @@ def test_faster_whisper_path_does_not_import_torch():
         import sys
         import numpy as np
         from s2s_desktop.config import STTSettings, VADSettings
+        from s2s_desktop.engines.base import STTOptions, VADOptions
         from s2s_desktop.engines.registry import create
         vad = create("vad", VADSettings(), "cpu"); vad.load()
         stt = create("stt", STTSettings(model="{STARTER}"), "cpu"); stt.load()
         t = np.arange(16000) / 16000
         clip = (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
-        vad.speech(clip)
-        assert isinstance(stt.transcribe(clip).text, str)
+        vad.speech(clip, VADOptions.of(vad.settings))
+        assert isinstance(stt.transcribe(clip, None, STTOptions.of(stt.settings)).text, str)
         print("torch" in sys.modules, "transformers" in sys.modules)
         """
     )

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from s2s_desktop import languages
-from s2s_desktop.engines.base import STTResult
+from s2s_desktop.engines.base import STTOptions, STTResult
 from s2s_desktop.languages import (
     LanguageReason,
     VoiceAction,
@@ -156,7 +157,8 @@ def real_english() -> np.ndarray:
 ])
 def test_a_fixed_language_is_transcribed_in_that_language(base_stt, tmp_path, lang, voice,
                                                            question, words):
-    result = base_stt.transcribe(espeak(question, voice, tmp_path), lang)
+    result = base_stt.transcribe(espeak(question, voice, tmp_path), lang,
+                                 STTOptions.of(base_stt.settings))
     heard = set(languages_words(result.text))
     assert result.language == lang and result.language_probability is None
     assert words <= heard, result.text
@@ -172,13 +174,13 @@ def languages_words(text: str) -> list[str]:
 @pytest.mark.e2e
 def test_real_english_speech_is_detected_as_english_and_an_unsure_detection_never_switches(
         base_stt, monkeypatch):
-    heard = base_stt.transcribe(real_english())
+    heard = base_stt.transcribe(real_english(), None, STTOptions.of(base_stt.settings))
     assert heard.language == "en" and heard.language_probability > 0.8, heard
     # the same speech, for a user whose usual language is German and whose bar is higher
     # than Whisper's certainty: it stays German rather than switching
-    monkeypatch.setattr(base_stt.settings, "languages", "de, en")
-    monkeypatch.setattr(base_stt.settings, "language_threshold", 0.999)
-    kept = base_stt.transcribe(real_english())
+    options = replace(STTOptions.of(base_stt.settings), languages="de, en",
+                      language_threshold=0.999)
+    kept = base_stt.transcribe(real_english(), None, options)
     assert kept.language == "de"
     assert kept.language_probability == pytest.approx(heard.language_probability, abs=0.05)
 
@@ -256,7 +258,7 @@ def test_a_german_question_gets_a_german_reply_instruction_and_the_german_voice(
 class GermanSTT(FixedTextSTT):
     """Hears its settings' text, in German."""
 
-    def transcribe(self, audio, language=None):
+    def transcribe(self, audio, language, options):
         return STTResult(self.settings.model, "de", 0.93)
 
 

@@ -23,6 +23,7 @@ from s2s_desktop.audio.files import read_audio
 from s2s_desktop.audio.silence import trim_trailing_silence
 from s2s_desktop.commands.bench_measures import words
 from s2s_desktop.config import Settings
+from s2s_desktop.engines.base import STTOptions
 from s2s_desktop.engines.registry import engine_class
 from s2s_desktop.pipeline.events import PipelineEvents
 from s2s_desktop.pipeline.messages import AudioChunk, ListenEnd, Partial, Transcript, Utterance
@@ -114,7 +115,7 @@ def test_the_final_transcript_is_a_whole_decode_of_the_final_speech(stages, tmp_
     (key up with the last word), the user gets what a whole decode of it says."""
     audio = espeak(tmp_path, "Which planet is closest to the sun, and how hot does it get?")
     got = hold(stages, audio, hold_s)
-    whole = stages[3].engine.transcribe(got["speech"], "en").text
+    whole = stages[3].engine.transcribe(got["speech"], "en", STTOptions.of(stages[3].engine.settings)).text
     assert words(got["final"]) == words(whole), (got["final"], whole)
     assert "planet" in words(got["final"]) and "sun" in words(got["final"])
 

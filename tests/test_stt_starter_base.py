@@ -12,6 +12,7 @@ from unittest import mock
 import pytest
 
 from s2s_desktop.commands.bench_measures import word_errors
+from s2s_desktop.engines.base import STTOptions
 from s2s_desktop.errors import ModelLoadError, ModelNotFound
 from s2s_desktop.models import joined
 from s2s_desktop.models.catalog import Catalog, _entry, load_catalog
@@ -150,7 +151,7 @@ def test_the_starter_recognizer_hears_real_read_speech_with_at_most_5_percent_we
     edits = words = 0
     heard = []
     for reference, audio in read_clips():
-        result = starter_stt.transcribe(audio)
+        result = starter_stt.transcribe(audio, None, STTOptions.of(starter_stt.settings))
         e, n = word_errors(spoken_form(reference), spoken_form(result.text))
         edits, words = edits + e, words + n
         heard.append((result.text, result.language))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from s2s_desktop.config import LLMSettings, TTSSettings
+from s2s_desktop.engines.base import LLMOptions
 from s2s_desktop.engines.torch_compile import compile_mode
 
 pytest.importorskip("transformers")
@@ -22,7 +23,7 @@ PROMPTS = ["What is the capital of France?", "My name is Anna. What is my name?"
 
 
 def reply_tokens(engine, prompt: str) -> list[str]:
-    return list(engine.stream([{"role": "user", "content": prompt}], threading.Event()))
+    return list(engine.stream([{"role": "user", "content": prompt}], threading.Event(), LLMOptions.of(engine.settings)))
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +147,7 @@ def test_vits_compile_failure_still_speaks(tmp_path, monkeypatch, caplog):
     with caplog.at_level("WARNING"):
         engine.warmup()
     assert engine.compiled is False and "no working C++ compiler" in caplog.text
-    audio = np.concatenate(list(engine.synthesize("hello there")))
+    audio = np.concatenate(list(engine.synthesize("hello there", None, 1.0)))
     assert audio.dtype == np.float32 and audio.size > 0
 
 

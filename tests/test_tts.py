@@ -51,8 +51,9 @@ def rms(audio: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
 
 
-def say(engine, text: str, stop: threading.Event | None = None) -> list[np.ndarray]:
-    return list(engine.synthesize(text, stop))
+def say(engine, text: str, stop: threading.Event | None = None,
+        speed: float = 1.0) -> list[np.ndarray]:
+    return list(engine.synthesize(text, stop, speed))
 
 
 def hide_module(monkeypatch, *names: str) -> None:
@@ -153,7 +154,7 @@ def test_piper_streams_one_chunk_per_sentence(piper):
 def test_piper_first_chunk_comes_before_the_whole_text_is_done(piper):
     start = time.perf_counter()
     first_at, samples = None, 0
-    for chunk in piper.synthesize(FOUR_SENTENCES):
+    for chunk in piper.synthesize(FOUR_SENTENCES, None, 1.0):
         first_at = first_at or time.perf_counter() - start
         samples += len(chunk)
     total = time.perf_counter() - start
@@ -169,7 +170,7 @@ def test_piper_first_chunk_comes_before_the_whole_text_is_done(piper):
 def test_piper_stops_between_sentences(piper):
     stop = threading.Event()
     chunks = []
-    for chunk in piper.synthesize(FOUR_SENTENCES, stop):
+    for chunk in piper.synthesize(FOUR_SENTENCES, stop, 1.0):
         chunks.append(chunk)
         stop.set()  # barge-in right after the first sentence is out
     assert len(chunks) == 1
@@ -180,11 +181,7 @@ def test_piper_stops_between_sentences(piper):
 def test_piper_speed_shortens_speech(piper):
     text = "The capital of France is Paris."
     normal = sum(len(c) for c in say(piper, text))
-    piper.settings.speed = 1.5
-    try:
-        fast = sum(len(c) for c in say(piper, text))
-    finally:
-        piper.settings.speed = 1.0
+    fast = sum(len(c) for c in say(piper, text, speed=1.5))
     assert fast < 0.85 * normal
 
 
@@ -332,10 +329,8 @@ def test_vits_speed_shortens_speech(tiny_vits):
 
     lengths = {}
     for speed in (1.0, 1.5):
-        tiny_vits.settings.speed = speed
         torch.manual_seed(1)  # same noise, so only the speaking rate differs
-        lengths[speed] = sum(len(c) for c in say(tiny_vits, "hello there how are you"))
-    tiny_vits.settings.speed = 1.0
+        lengths[speed] = sum(len(c) for c in say(tiny_vits, "hello there how are you", speed=speed))
     assert lengths[1.5] < lengths[1.0]
 
 
@@ -550,7 +545,7 @@ def test_mlx_audio_kokoro_speaks_under_the_mlx_lock(tiny_mlx_kokoro):
     chunks, done = [], threading.Event()
 
     def run():
-        chunks.extend(engine.synthesize("Sí."))
+        chunks.extend(engine.synthesize("Sí.", None, 1.0))
         done.set()
 
     with mlx_lock("test"):  # another stage holds MLX: synthesis must wait for it

@@ -30,7 +30,7 @@ def finished(reason: TurnReason) -> FinishedTurn:
     book.open(3, source="question.wav", released=10.0)
     book.update(3, transcript="What is the capital?", reply="Paris. It is lovely.",
                 answered_by="llm")
-    book.add_spoken(3, "Paris.")
+    book.update(3, spoken=["Paris."])
     book.mark(3, "first_audio", 10.5)
     return book.finish(3, reason).finished_view()
 

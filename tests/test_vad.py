@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from s2s_desktop.config import VADSettings
-from s2s_desktop.engines.base import SpeechSegment
+from s2s_desktop.engines.base import SpeechSegment, VADOptions
 from s2s_desktop.engines.registry import engine_class
 from s2s_desktop.engines.vad.passthrough import PassthroughVAD
 from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD, segments_from_probs
@@ -57,12 +57,9 @@ def vad(request):
     return request.getfixturevalue(f"{request.param}_vad")
 
 
-def with_settings(vad, **changes):
-    """The same loaded engine with other VAD settings (they are read on every call)."""
-    clone = type(vad).__new__(type(vad))
-    clone.__dict__.update(vad.__dict__)
-    clone.settings = VADSettings(**changes)
-    return clone
+def options(**changes) -> VADOptions:
+    """VAD options as the settings with these changes give them (they come with each call)."""
+    return VADOptions.of(VADSettings(**changes))
 
 
 @pytest.mark.skipif(not has_silero_package(), reason="silero-vad (extra 'torch') not installed")
@@ -96,7 +93,7 @@ def test_load_sets_loaded(onnx_vad):
 
 def test_finds_the_speech_in_a_padded_question(vad, question):
     clip = np.concatenate([silence(1.0), question, silence(1.0)])
-    segments = vad.speech(clip)
+    segments = vad.speech(clip, VADOptions.of(vad.settings))
     assert segments, "no speech found in a spoken question"
     speech_start, speech_end = SAMPLE_RATE, SAMPLE_RATE + len(question)
     first, last = segments[0], segments[-1]
@@ -117,22 +114,22 @@ def test_finds_the_speech_in_a_padded_question(vad, question):
     ],
 )
 def test_no_speech_in_silence_or_low_noise(vad, clip):
-    assert vad.speech(clip) == []
+    assert vad.speech(clip, VADOptions.of(vad.settings)) == []
 
 
 def test_min_silence_decides_whether_two_phrases_are_one_region(onnx_vad, speech):
     one, two = read_wav(speech("Turn on the lights.")), read_wav(speech("And close the door."))
     clip = np.concatenate([silence(0.5), one, silence(0.8), two, silence(0.5)])
-    apart = with_settings(onnx_vad, min_silence_ms=300).speech(clip)
-    joined = with_settings(onnx_vad, min_silence_ms=2000).speech(clip)
+    apart = onnx_vad.speech(clip, options(min_silence_ms=300))
+    joined = onnx_vad.speech(clip, options(min_silence_ms=2000))
     assert len(apart) >= 2
     assert len(joined) == 1
 
 
 def test_min_speech_drops_regions_shorter_than_it(onnx_vad, question):
     clip = np.concatenate([silence(0.5), question, silence(0.5)])
-    assert with_settings(onnx_vad, min_speech_ms=150).speech(clip)
-    assert with_settings(onnx_vad, min_speech_ms=5000).speech(clip) == []
+    assert onnx_vad.speech(clip, options(min_speech_ms=150))
+    assert onnx_vad.speech(clip, options(min_speech_ms=5000)) == []
 
 
 def test_onnx_vad_does_not_import_torch():
@@ -141,10 +138,11 @@ def test_onnx_vad_does_not_import_torch():
         import sys
         import numpy as np
         from s2s_desktop.config import VADSettings
+        from s2s_desktop.engines.base import VADOptions
         from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
         vad = SileroOnnxVAD(VADSettings()); vad.load(); vad.warmup()
         t = np.arange(48000) / 16000
-        vad.speech((0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32))
+        vad.speech((0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), VADOptions.of(vad.settings))
         print("torch" in sys.modules)
         """
     )
@@ -181,10 +179,10 @@ def test_passthrough_vad_keeps_the_whole_clip_unless_digital_silence(question):
     vad = engine_class("vad", "none")(VADSettings(), "cpu")
     vad.load()
     assert vad.loaded
-    assert vad.speech(question) == [SpeechSegment(0, len(question))]
-    assert vad.speech(white_noise(1.0, rms=0.01)) == [SpeechSegment(0, SAMPLE_RATE)]
-    assert vad.speech(silence(2.0)) == []
-    assert vad.speech(np.zeros(0, dtype=np.float32)) == []
+    assert vad.speech(question, VADOptions.of(vad.settings)) == [SpeechSegment(0, len(question))]
+    assert vad.speech(white_noise(1.0, rms=0.01), VADOptions.of(vad.settings)) == [SpeechSegment(0, SAMPLE_RATE)]
+    assert vad.speech(silence(2.0), VADOptions.of(vad.settings)) == []
+    assert vad.speech(np.zeros(0, dtype=np.float32), VADOptions.of(vad.settings)) == []
 
 
 # ------------------------------------------------------------------ trim
@@ -193,14 +191,14 @@ def test_passthrough_vad_keeps_the_whole_clip_unless_digital_silence(question):
 def test_trim_keeps_the_speech_and_drops_two_seconds_of_silence(onnx_vad, question):
     clip = np.concatenate([silence(2.0), question, silence(2.0)])
     pad = int(0.15 * SAMPLE_RATE)
-    trimmed = trim(clip, onnx_vad.speech(clip), pad)
+    trimmed = trim(clip, onnx_vad.speech(clip, VADOptions.of(onnx_vad.settings)), pad)
     assert trimmed.dtype == np.float32
     assert len(trimmed) < len(clip) - 3 * SAMPLE_RATE
     assert len(trimmed) >= 0.8 * len(question)
     # The loud part of the question survives the cut.
     assert np.max(np.abs(trimmed)) == pytest.approx(np.max(np.abs(question)), rel=1e-6)
     # What is left is still speech to the VAD.
-    assert onnx_vad.speech(trimmed)
+    assert onnx_vad.speech(trimmed, VADOptions.of(onnx_vad.settings))
 
 
 def test_trim_pads_merges_and_clips():

@@ -1,5 +1,7 @@
 """Where the assistant's voice goes. The player hands chunks to a sink; `flush()` silences it
-at once (barge-in); `drain()` waits until a turn's audio has been played."""
+at once (barge-in); `drain()` waits until a turn's audio has been played; `take_played()`
+says how much of each sentence reached the output (a reply stopped mid-way is kept as far as
+it was heard)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,15 @@ import numpy as np
 
 
 class AudioSink:
-    def play(self, pcm: np.ndarray, sample_rate: int, turn: int) -> None:
+    def play(self, pcm: np.ndarray, sample_rate: int, turn: int, sentence: int = -1) -> None:
+        """Queue `pcm` of `turn`; `sentence` is the index of the reply's sentence it speaks
+        (-1: not part of the reply, e.g. a chime)."""
         raise NotImplementedError
+
+    def take_played(self, turn: int) -> dict[int, float] | None:
+        """Seconds of each of the turn's sentences the output has played so far, forgotten
+        once taken; None when this sink cannot tell (everything handed over counts)."""
+        return None
 
     def drain(self, turn: int, stop: threading.Event) -> None:
         """Block until the turn's audio has been played, or `stop` is set."""
@@ -32,7 +41,7 @@ class CaptureSink(AudioSink):
         self.sample_rates: dict[int, int] = {}
         self.flushes: list[float] = []
 
-    def play(self, pcm, sample_rate, turn):
+    def play(self, pcm, sample_rate, turn, sentence=-1):
         with self._lock:
             self.chunks.setdefault(turn, []).append((time.monotonic(), np.asarray(pcm)))
             self.sample_rates[turn] = sample_rate

@@ -49,8 +49,10 @@ class SpeakerSink(AudioSink):
         self.rate = 0  # rate the stream runs at
         self._requested = 0  # rate asked for (the device may have refused it)
         self.label = ""
-        self._queue: collections.deque[list] = collections.deque()  # [turn, pcm, offset]
+        # [turn, sentence, pcm, offset]
+        self._queue: collections.deque[list] = collections.deque()
         self._pending: dict[int, int] = {}  # turn -> frames queued, not yet handed to PortAudio
+        self._played: dict[int, dict[int, int]] = {}  # turn -> sentence -> frames played
         self._lost = ""
         self._first_heard: dict[int, float] = {}  # turn -> when the callback took its first sample
         self.latency_ms = 0.0  # the output latency PortAudio reports for the open stream
@@ -127,7 +129,7 @@ class SpeakerSink(AudioSink):
                     self._recent_underruns.append(now)
             while filled < frames and self._queue:
                 item = self._queue[0]
-                turn, pcm, offset = item
+                turn, sentence, pcm, offset = item
                 if turn not in self._first_heard:
                     self._first_heard[turn] = now + filled / max(1, self.rate)
                     for old in sorted(self._first_heard)[:-FIRST_HEARD_KEEP]:
@@ -135,9 +137,11 @@ class SpeakerSink(AudioSink):
                 n = min(frames - filled, len(pcm) - offset)
                 out[filled : filled + n] = pcm[offset : offset + n]
                 filled += n
-                item[2] += n
+                item[3] += n
                 self._pending[turn] = self._pending.get(turn, 0) - n
-                if item[2] >= len(pcm):
+                played = self._played.setdefault(turn, {})
+                played[sentence] = played.get(sentence, 0) + n
+                if item[3] >= len(pcm):
                     self._queue.popleft()
                     if self._pending.get(turn, 0) <= 0:
                         self._pending.pop(turn, None)
@@ -148,7 +152,7 @@ class SpeakerSink(AudioSink):
             self._lost = "the speaker stopped (was it unplugged?)"
 
     # ------------------------------------------------------------------ AudioSink
-    def play(self, pcm: np.ndarray, sample_rate: int, turn: int) -> None:
+    def play(self, pcm: np.ndarray, sample_rate: int, turn: int, sentence: int = -1) -> None:
         with self._opening:
             stream = self._stream
             if stream is None or self._lost or not stream.active:
@@ -165,7 +169,7 @@ class SpeakerSink(AudioSink):
         if not pcm.size:
             return
         with self._lock:
-            self._queue.append([turn, pcm, 0])
+            self._queue.append([turn, sentence, pcm, 0])
             self._pending[turn] = self._pending.get(turn, 0) + len(pcm)
 
     def _reopen_if_unsteady(self) -> None:
@@ -232,7 +236,15 @@ class SpeakerSink(AudioSink):
         with self._lock:
             self._first_heard.pop(turn, None)
 
+    def take_played(self, turn: int) -> dict[int, float]:
+        with self._lock:
+            frames = self._played.pop(turn, {})
+            for old in sorted(self._played)[:-FIRST_HEARD_KEEP]:  # turns never closed
+                del self._played[old]
+            rate = max(1, self.rate)
+        return {sentence: n / rate for sentence, n in frames.items()}
+
     def queued_seconds(self) -> float:
         with self._lock:
-            frames = sum(len(p) - off for _, p, off in self._queue)
+            frames = sum(len(p) - off for _, _, p, off in self._queue)
         return frames / self.rate if self.rate else 0.0

@@ -30,6 +30,7 @@ from ..audio.silence import trim_trailing_silence
 from ..audio.sink import CaptureSink
 from ..audio_format import SAMPLE_RATE
 from ..config import Settings, cache_dir
+from ..engines.base import LLMOptions, STTOptions, VADOptions
 from ..engines.vad.trim import trim
 from ..errors import AudioDeviceError, S2SError
 from ..pipeline.chunker import SentenceChunker
@@ -157,10 +158,10 @@ class BenchSink(CaptureSink):
         super().__init__()
         self.speaker = speaker
 
-    def play(self, pcm, sample_rate, turn):
-        super().play(pcm, sample_rate, turn)
+    def play(self, pcm, sample_rate, turn, sentence=-1):
+        super().play(pcm, sample_rate, turn, sentence)
         if self.speaker is not None:
-            self.speaker.play(pcm, sample_rate, turn)
+            self.speaker.play(pcm, sample_rate, turn, sentence)
 
     def drain(self, turn, stop):
         if self.speaker is not None:
@@ -280,7 +281,7 @@ class Bench:
 
     def _speech(self, audio):
         vad = self._engines()[0]
-        segments = vad.speech(audio)
+        segments = vad.speech(audio, VADOptions.of(self.settings.vad))
         pad = int(self.settings.vad.pad_ms * SAMPLE_RATE / 1000)
         return trim(audio, segments, pad)
 
@@ -290,7 +291,8 @@ class Bench:
             stt, speech, times = self._engines()[1], self._speech(audio), []
             for _ in range(2):
                 t0 = time.perf_counter()
-                stt.transcribe(speech, self.settings.stt.language or None)
+                stt.transcribe(speech, self.settings.stt.language or None,
+                               STTOptions.of(self.settings.stt))
                 times.append(_ms(time.perf_counter() - t0))
             self._stt_full[text] = min(times)
         return self._stt_full[text]
@@ -306,13 +308,16 @@ class Bench:
         self._fresh_llm()
         t0 = time.perf_counter()
         speech = self._speech(audio)
-        text = stt.transcribe(speech, self.settings.stt.language or None).text
+        s = self.settings
+        text = stt.transcribe(speech, s.stt.language or None, STTOptions.of(s.stt)).text
         with self._llm_lock:
-            reply = "".join(llm.stream(self._messages(text), threading.Event()))
+            reply = "".join(llm.stream(self._messages(text), threading.Event(),
+                                       LLMOptions.of(s.llm)))
         chunker = SentenceChunker()
         pieces = chunker.feed(reply) + chunker.flush()
         t_tts = time.perf_counter()
-        samples = sum(len(pcm) for piece in pieces for pcm in tts.synthesize(piece))
+        samples = sum(len(pcm) for piece in pieces
+                      for pcm in tts.synthesize(piece, None, s.tts.speed))
         done = time.perf_counter()
         audio_s = samples / tts.sample_rate if samples else 0.0
         return {

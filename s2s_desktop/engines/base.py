@@ -1,8 +1,11 @@
 """Engine contracts shared by every backend.
 
 An engine is built with its stage's settings and a resolved device string ("cpu", "cuda",
-"cuda:1", "mps", "mlx"). `load()` is heavy and runs in the stage's thread; `warmup()` runs
-one tiny request so the first real press is not slow. Engines never import Qt.
+"cuda:1", "mps", "mlx"), and keeps only what it loads with. The settings marked
+`applies_live` reach it with each call instead (`LLMOptions`, `VADOptions`, `STTOptions`,
+the TTS speed), built by the stage from its current section, so a live setting is live by
+construction. `load()` is heavy and runs in the stage's thread; `warmup()` runs one tiny
+request so the first real press is not slow. Engines never import Qt.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import importlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -75,6 +78,41 @@ class ModelOnDisk:
         """config.json names `word` as its model_type or among its architectures."""
         archs = " ".join(str(a) for a in self.config.get("architectures") or []).lower()
         return str(self.config.get("model_type", "")).lower() == word or word in archs
+
+
+class TurnOptions:
+    """Per-call options: the `applies_live` fields of a stage's settings section that its
+    engine reads. Built per call from the current section, never kept by the engine."""
+
+    @classmethod
+    def of(cls, section: Any) -> Self:
+        """The options as the settings `section` (e.g. `settings.llm`) has them now."""
+        return cls(**{f.name: getattr(section, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class VADOptions(TurnOptions):
+    threshold: float  # speech probability at which speech starts
+    min_speech_ms: int  # shorter speech regions are dropped
+    min_silence_ms: int  # a pause this long ends a speech region
+
+
+@dataclass(frozen=True)
+class STTOptions(TurnOptions):
+    short_window: bool  # encode a short clip in a window its own size, not Whisper's 30 s
+    languages: str = ""  # "languages I speak": detection picks among them, the first usual
+    language_threshold: float = 0.5  # a detection less sure keeps the usual language
+
+
+@dataclass(frozen=True)
+class LLMOptions(TurnOptions):
+    max_new_tokens: int
+    temperature: float  # 0: greedy
+    repeat_penalty: float  # > 1: tokens already in the prompt or reply are less likely
+
+
+# What an engine's warmup asks: one token, greedy (the turn's own options come per call)
+WARMUP_LLM = LLMOptions(max_new_tokens=1, temperature=0.0, repeat_penalty=1.0)
 
 
 class Engine:
@@ -140,7 +178,7 @@ class SpeechSegment:
 class VADEngine(Engine):
     stage = "vad"
 
-    def speech(self, audio: np.ndarray) -> list[SpeechSegment]:
+    def speech(self, audio: np.ndarray, options: VADOptions) -> list[SpeechSegment]:
         """Speech regions of 16 kHz mono float32 audio; empty list ⇒ no speech."""
         raise NotImplementedError
 
@@ -161,7 +199,9 @@ def language_code(language: str | None) -> str:
 class STTEngine(Engine):
     stage = "stt"
 
-    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+    def transcribe(self, audio: np.ndarray, language: str | None,
+                   options: STTOptions) -> STTResult:
+        """The text of 16 kHz mono float32 speech; `language` None or "" ⇒ detect it."""
         raise NotImplementedError
 
     def english_only(self, language: str | None) -> str:
@@ -179,10 +219,11 @@ class STTEngine(Engine):
 class LLMEngine(Engine):
     stage = "llm"
 
-    def stream(self, messages: list[dict], stop: threading.Event) -> Iterator[str]:
+    def stream(self, messages: list[dict], stop: threading.Event,
+               options: LLMOptions) -> Iterator[str]:
         """Yield text deltas of the assistant's reply to chat `messages`
         ([{"role": "system"|"user"|"assistant", "content": str}, ...]).
-        Must return at the next token once `stop` is set, and after max_new_tokens.
+        Must return at the next token once `stop` is set, and after `options.max_new_tokens`.
         `last_stats["prompt_tokens_evaluated"]`: prompt tokens it had to evaluate (not cached)."""
         raise NotImplementedError
 
@@ -203,6 +244,8 @@ class TTSEngine(Engine):
     stage = "tts"
     sample_rate: int = TTS_DEFAULT_RATE
 
-    def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
-        """Yield mono float32 PCM chunks (range -1..1) at `self.sample_rate` as they are made."""
+    def synthesize(self, text: str, stop: threading.Event | None,
+                   speed: float) -> Iterator[np.ndarray]:
+        """Yield mono float32 PCM chunks (range -1..1) at `self.sample_rate` as they are made,
+        spoken at `speed` (1.0: the voice's own pace; 2.0: twice as fast)."""
         raise NotImplementedError

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
+from ..engines.base import LLMOptions
 from ..engines.llm.history import build_messages, prefix_messages, window
 from ..languages import DEFAULT_LANGUAGE, local_answer_note, with_reply_language
 from .chunker import SentenceChunker
-from .cores import CoreShare
 from .messages import Prime, ReplyDone, Sentence, Transcript
 from .repetition import LoopGuard
 from .stage import EngineStage
@@ -26,11 +26,9 @@ FIRST_AUDIO_WAIT_S = 5.0
 class LLMStage(EngineStage):
     name = "llm"
 
-    def __init__(self, *args, conversation: Conversation, local=None,
-                 cores: CoreShare | None = None, **kwargs):
+    def __init__(self, *args, conversation: Conversation, local=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.conversation = conversation
-        self.cores = cores or CoreShare()
         self.local = local  # assistant.local_commands.LocalCommands: answers before the LLM
 
     def _local_intent(self, msg) -> bool:
@@ -75,20 +73,21 @@ class LLMStage(EngineStage):
         system = with_reply_language(cfg.system_prompt, msg.language)
         messages = build_messages(system, exchanges, msg.text, cfg.history_turns)
         earlier = [reply for _, reply in window(exchanges, cfg.history_turns)]
-        stop = self.clock.stop_event(msg.turn)
+        ctx = self.clock.context(msg.turn)
+        stop = ctx.stop
         chunker = SentenceChunker()
         reply, tokens, index = "", 0, 0
         self.book.mark(msg.turn, "llm_start")
         try:
             while True:
                 copied, guard = False, LoopGuard(earlier)
-                for delta in self.engine.stream(messages, stop):
+                for delta in self.engine.stream(messages, stop, LLMOptions.of(cfg)):
                     if stop.is_set():
                         break
                     if not delta:
                         continue
                     tokens += 1
-                    self.engine.set_threads(self.cores.llm_threads(cfg.threads))
+                    self.engine.set_threads(ctx.cores.llm_threads(cfg.threads))
                     if tokens == 1:
                         self.book.mark(msg.turn, "llm_first_token")
                         self._record_prompt_tokens(msg.turn)
@@ -150,5 +149,5 @@ class LLMStage(EngineStage):
         yield Sentence(turn, text=piece, index=index, language=language)
         if index == 0 and self.section().pause_for_first_audio:
             # hand the cores to TTS until the first sound exists, then keep writing
-            self.clock.first_audio_gate(turn).wait(FIRST_AUDIO_WAIT_S)
+            self.clock.context(turn).first_audio.wait(FIRST_AUDIO_WAIT_S)
         return index + 1

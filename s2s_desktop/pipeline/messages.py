@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .turns import FinishedTurn
 
 
 @dataclass
@@ -89,6 +93,14 @@ class TurnEnded(Message):
 
     reason: str
     error: str = ""
+
+
+@dataclass
+class TurnClosed(Message):
+    """Upstream, from the player: the turn is over, its reply kept as far as it was heard. The
+    pipeline routes it (the conversation keeps the exchange; the LLM evaluates ahead)."""
+
+    record: FinishedTurn
 
 
 @dataclass

@@ -1,4 +1,7 @@
-"""The pipeline builder: VAD → STT → LLM (+chunker) → TTS → player, one QThread each.
+"""The pipeline builder: VAD → STT → LLM (+chunker) → TTS → player, one QThread each, chained
+from one list (CHAIN). What flows back against the turn is named: the per-turn context
+(turns.TurnContext: stop, first-audio gate, core share) and the player's TurnClosed message,
+which the pipeline routes (Upstream).
 
 One object the CLI and the app share. `submit()` starts a turn (and is barge-in if one is
 running), `interrupt()` stops the current one, `reload()` restarts only the stages whose
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -17,7 +21,6 @@ from ..assistant.timers import TimerBook
 from ..audio.sink import AudioSink
 from ..config import Settings, changed_stages
 from ..states import STAGES, StageState, TurnReason
-from .cores import CoreShare
 from .events import PipelineEvents
 from .llm_stage import LLMStage
 from .messages import (
@@ -31,18 +34,39 @@ from .messages import (
     Sentence,
     SpeechChunk,
     Transcript,
+    TurnClosed,
     Unload,
     Utterance,
 )
 from .player_stage import PlayerStage
 from .stt_stage import STTStage
 from .tts_stage import TTSStage
-from .turns import AnsweredBy, Conversation, FinishedTurn, TurnBook, TurnClock
+from .turns import AnsweredBy, Conversation, TurnBook, TurnClock
 from .vad_stage import VADStage
 
 log = logging.getLogger(__name__)
 
 STRAGGLER_WAIT_S = 60.0  # past shutdown's timeout, how long a busy stage may still take
+
+# The stages in the turn's order: each one's outbox is the next one's inbox
+CHAIN = (
+    ("vad", VADStage),
+    ("stt", STTStage),
+    ("llm", LLMStage),
+    ("tts", TTSStage),
+    ("player", PlayerStage),
+)
+
+
+class Upstream:
+    """The last stage's outbox: messages against the turn's direction, each kind routed by
+    the pipeline (a closed turn: the conversation keeps it, the LLM evaluates ahead)."""
+
+    def __init__(self, routes: dict[type, Callable]):
+        self.routes = routes
+
+    def put(self, msg) -> None:
+        self.routes[type(msg)](msg)
 
 
 class Pipeline:
@@ -62,29 +86,16 @@ class Pipeline:
         # the time, timers, "say that again": answered in the LLM stage before the LLM
         self.timers = TimerBook()
         self.local = LocalCommands(self.timers, last_reply=self.conversation.last_reply)
-        common = dict(clock=self.clock, book=self.book, events=self.events)
-        self.player = PlayerStage(
-            settings, outbox=None, sink=sink, on_turn_closed=self._remember, **common
-        )
-        cores = CoreShare()
-        self.tts = TTSStage(settings, outbox=self.player.inbox, cores=cores, **common)
-        self.llm = LLMStage(
-            settings,
-            outbox=self.tts.inbox,
-            conversation=self.conversation,
-            local=self.local,
-            cores=cores,
-            **common,
-        )
-        self.stt = STTStage(settings, outbox=self.llm.inbox, **common)
-        self.vad = VADStage(settings, outbox=self.stt.inbox, **common)
-        self.stages = {
-            "vad": self.vad,
-            "stt": self.stt,
-            "llm": self.llm,
-            "tts": self.tts,
-            "player": self.player,
-        }
+        own = {"llm": dict(conversation=self.conversation, local=self.local),
+               "player": dict(sink=sink)}
+        outbox = Upstream({TurnClosed: self._remember})
+        built = {}
+        for name, kind in reversed(CHAIN):
+            built[name] = kind(settings, clock=self.clock, book=self.book, events=self.events,
+                               outbox=outbox, **own.get(name, {}))
+            outbox = built[name].inbox
+        self.stages = {name: built[name] for name, _ in CHAIN}
+        self.vad, self.stt, self.llm, self.tts, self.player = self.stages.values()
         self.started = False
         self._unloaded: set[str] = set()  # stages whose model was freed while idle
         self._forget_before = 0  # turns before this one belong to a forgotten conversation
@@ -232,9 +243,10 @@ class Pipeline:
         self.conversation.clear()
         self.llm.inbox.put(Prime(-1))
 
-    def _remember(self, rec: FinishedTurn) -> None:
-        """Store the exchange the LLM will see next turn: as spoken, if it was cut off. Then
+    def _remember(self, msg: TurnClosed) -> None:
+        """Store the exchange the LLM will see next turn: as heard, if it was cut off. Then
         the LLM evaluates the next prompt's known part while the user thinks."""
+        rec = msg.record
         if rec.turn < self._forget_before:
             return
         if rec.reason in (TurnReason.OK, TurnReason.INTERRUPTED):

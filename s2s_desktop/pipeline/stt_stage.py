@@ -10,7 +10,7 @@ decode of the same speech) and no STT work is left.
 from __future__ import annotations
 
 from ..audio_format import SAMPLE_RATE
-from ..engines.base import STTResult
+from ..engines.base import STTOptions, STTResult
 from ..states import TurnReason
 from .messages import Partial, Prime, Transcript, TurnEnded, Utterance
 from .stage import EngineStage
@@ -49,11 +49,12 @@ class STTStage(EngineStage):
         return self.inbox.waiting(lambda m: isinstance(m, Utterance) and m.turn == turn)
 
     def process(self, msg):
-        language = self.section().language or None
+        section = self.section()
+        language, options = section.language or None, STTOptions.of(section)
         if isinstance(msg, Partial):
             if self._newer_waiting(msg.turn):
                 return  # the recording grew meanwhile: transcribe the newer one
-            result = self.engine.transcribe(msg.audio, language)
+            result = self.engine.transcribe(msg.audio, language, options)
             self._partial = (msg, result)
             self.events.partial_transcript.emit(msg.turn, result.text.strip())
             question = settled_words(result.text)
@@ -68,7 +69,7 @@ class STTStage(EngineStage):
             text, lang = partial[1].text.strip(), partial[1].language
             self.book.update(msg.turn, stt_reused_partial=True)
         else:
-            result = self.engine.transcribe(msg.audio, language)
+            result = self.engine.transcribe(msg.audio, language, options)
             text, lang = result.text.strip(), result.language
         self.book.mark(msg.turn, "stt_end")
         self.book.update(msg.turn, transcript=text, language=lang)

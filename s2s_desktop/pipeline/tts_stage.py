@@ -6,7 +6,6 @@ in another language than the voice's is spoken by a voice of that language, or n
 from __future__ import annotations
 
 from ..audio.silence import trim_leading_silence
-from .cores import CoreShare
 from .messages import ReplyDone, Sentence, SpeechChunk
 from .stage import EngineStage
 from .voices import VoiceRouter
@@ -15,9 +14,8 @@ from .voices import VoiceRouter
 class TTSStage(EngineStage):
     name = "tts"
 
-    def __init__(self, *args, cores: CoreShare | None = None, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.cores = cores or CoreShare()
         self.voices = VoiceRouter(lambda text: self.events.notice.emit(text))
 
     def load_engine(self) -> None:
@@ -33,7 +31,7 @@ class TTSStage(EngineStage):
             super().handle(msg)
         finally:  # whatever happened, the LLM must not wait for a first sound that won't come
             if isinstance(msg, Sentence) and msg.index == 0:
-                self.clock.first_audio_gate(msg.turn).set()
+                self.clock.context(msg.turn).first_audio.set()
 
     def needs_engine(self, msg) -> bool:
         return not isinstance(msg, ReplyDone)
@@ -47,15 +45,16 @@ class TTSStage(EngineStage):
                                         self.engine.device)
         if engine is None:
             return  # no voice speaks this language: the reply is shown (a notice says why)
-        stop = self.clock.stop_event(msg.turn)
+        ctx = self.clock.context(msg.turn)
         if msg.index == 0:
             self.book.mark(msg.turn, "tts_first_start")
-        with self.cores.synthesizing(engine.device == "cpu"):
-            yield from self._chunks(engine, msg, stop)
+        with ctx.cores.synthesizing(engine.device == "cpu"):
+            yield from self._chunks(engine, msg, ctx)
 
-    def _chunks(self, engine, msg, stop):
+    def _chunks(self, engine, msg, ctx):
+        stop = ctx.stop
         first = True
-        for pcm in engine.synthesize(msg.text, stop):
+        for pcm in engine.synthesize(msg.text, stop, self.section().speed):
             if stop.is_set():
                 return
             if pcm is None or len(pcm) == 0:
@@ -63,7 +62,7 @@ class TTSStage(EngineStage):
             if msg.index == 0 and first:
                 pcm = trim_leading_silence(pcm, engine.sample_rate)
                 self.book.mark(msg.turn, "tts_first_chunk")
-                self.clock.first_audio_gate(msg.turn).set()
+                ctx.first_audio.set()
             yield SpeechChunk(msg.turn, pcm=pcm, sample_rate=engine.sample_rate,
                               sentence=msg.index, first_of_sentence=first, text=msg.text)
             first = False

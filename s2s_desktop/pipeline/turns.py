@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ..states import TurnReason
+from .cores import CoreShare
 
 
 class AnsweredBy(StrEnum):
@@ -18,16 +19,31 @@ class AnsweredBy(StrEnum):
     LLM = "llm"
 
 
+@dataclass(frozen=True)
+class TurnContext:
+    """What the stages share about one running turn, the flows against the turn's direction
+    named in one place: its stop, the first-audio gate (TTS → LLM) and the core share (LLM and
+    TTS on one CPU). `TurnClock.context(turn)` gives every stage the same one."""
+
+    turn: int
+    # set when the turn becomes stale (barge-in, Stop): generation stops at the next step
+    stop: threading.Event
+    # set when the turn's first speech chunk exists (or the turn is cancelled): the LLM may
+    # wait on it so, on few cores, the first piece's synthesis gets the CPU
+    first_audio: threading.Event
+    cores: CoreShare  # the LLM's threads while TTS synthesizes on the CPU
+
+
 class TurnClock:
     """Turn ids and staleness. A new turn or an interrupt makes every older turn stale; stages
     drop stale messages and each turn's stop Event is set so generation ends at the next step."""
 
-    def __init__(self):
+    def __init__(self, cores: CoreShare | None = None):
         self._lock = threading.Lock()
         self.current = 0
         self._live_from = 1
-        self._stops: dict[int, threading.Event] = {}
-        self._first_audio: dict[int, threading.Event] = {}
+        self.cores = cores or CoreShare()
+        self._contexts: dict[int, TurnContext] = {}
 
     def new_turn(self) -> int:
         with self._lock:
@@ -43,37 +59,31 @@ class TurnClock:
 
     def _cancel_before(self, turn: int) -> None:
         self._live_from = turn
-        for events in (self._stops, self._first_audio):
-            for t in [t for t in events if t < turn]:
-                events.pop(t).set()
+        for t in [t for t in self._contexts if t < turn]:
+            ctx = self._contexts.pop(t)
+            ctx.stop.set()
+            ctx.first_audio.set()
 
     def is_stale(self, turn: int) -> bool:
         return turn < self._live_from
 
-    def _event(self, events: dict[int, threading.Event], turn: int) -> threading.Event:
+    def context(self, turn: int) -> TurnContext:
+        """The turn's shared context (made on first use). A stale turn's has both events set:
+        whoever waits must not wait."""
         with self._lock:
-            ev = events.get(turn)
-            if ev is None:
-                ev = threading.Event()
+            ctx = self._contexts.get(turn)
+            if ctx is None:
+                ctx = TurnContext(turn, threading.Event(), threading.Event(), self.cores)
                 if turn < self._live_from:
-                    ev.set()  # already stale: whoever waits must not wait
+                    ctx.stop.set()
+                    ctx.first_audio.set()
                 else:
-                    events[turn] = ev
-            return ev
-
-    def stop_event(self, turn: int) -> threading.Event:
-        """Set when the turn becomes stale: generation stops at the next step."""
-        return self._event(self._stops, turn)
-
-    def first_audio_gate(self, turn: int) -> threading.Event:
-        """Set when the turn's first speech chunk exists (or the turn is cancelled): the LLM
-        may wait on it so, on few cores, the first piece's synthesis gets the CPU."""
-        return self._event(self._first_audio, turn)
+                    self._contexts[turn] = ctx
+            return ctx
 
     def forget(self, turn: int) -> None:
         with self._lock:
-            self._stops.pop(turn, None)
-            self._first_audio.pop(turn, None)
+            self._contexts.pop(turn, None)
 
 
 # Timings reported per turn: name -> (from mark, to mark)
@@ -160,7 +170,7 @@ class TurnRecord:
     transcript: str = ""
     language: str | None = None
     reply: str = ""
-    spoken: list[str] = field(default_factory=list)
+    spoken: list[str] = field(default_factory=list)  # the pieces whose audio was played
     reason: TurnReason | None = None  # set when the turn is closed
     error: str = ""
     tokens: int = 0
@@ -242,12 +252,6 @@ class TurnBook:
             if rec is not None:
                 for k, v in fields.items():
                     setattr(rec, k, v)
-
-    def add_spoken(self, turn: int, text: str) -> None:
-        with self._lock:
-            rec = self._records.get(turn)
-            if rec is not None:
-                rec.spoken.append(text)
 
     def finish(self, turn: int, reason: TurnReason | str, error: str = "") -> TurnRecord | None:
         """Close a turn once; returns the record the first time, None afterwards."""

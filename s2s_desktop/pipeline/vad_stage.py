@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..audio_format import SAMPLE_RATE
+from ..engines.base import VADOptions
 from ..engines.vad.trim import padded_regions
 from ..states import TurnReason
 from .messages import AudioChunk, KeyUp, ListenEnd, Partial, TurnEnded, Utterance
@@ -46,8 +47,9 @@ class VADStage(EngineStage):
         self._live: dict[int, _Recording] = {}
 
     def _regions(self, audio: np.ndarray) -> tuple[tuple[int, int], ...]:
-        pad = int(self.section().pad_ms * SAMPLE_RATE / 1000)
-        segments = self.engine.speech(audio)
+        section = self.section()
+        pad = int(section.pad_ms * SAMPLE_RATE / 1000)
+        segments = self.engine.speech(audio, VADOptions.of(section))
         return tuple((r.start, r.end) for r in padded_regions(segments, len(audio), pad))
 
     def process(self, msg):

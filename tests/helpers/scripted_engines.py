@@ -2,7 +2,8 @@
 shutdown) fast. Real-model behaviour is tested in test_e2e_starter.py.
 
 Settings drive them: stt.model is the text "heard"; llm.model is the reply (spoken word by
-word, one every llm.temperature seconds); tts.speed scales the tone chunk length."""
+word, one every llm.temperature seconds, at most llm.max_new_tokens words); tts.speed scales
+the tone chunk length. The live ones arrive per call, as with every engine."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class EnergyVAD(VADEngine):
     def load(self):
         self.loaded = True
 
-    def speech(self, audio):
+    def speech(self, audio, options):
         # speech = 10 ms frames louder than 0.01 RMS, joined into one region
         frames = len(audio) // 160
         if frames == 0:
@@ -50,7 +51,7 @@ class FixedTextSTT(STTEngine):
         self.loaded = True
         self.calls: list[int] = []  # samples of each transcription request
 
-    def transcribe(self, audio, language=None):
+    def transcribe(self, audio, language, options):
         self.calls.append(len(audio))
         time.sleep(0.02)
         return STTResult(self.settings.model, "en")
@@ -69,14 +70,14 @@ class WordByWordLLM(LLMEngine):
         self.primed.append(question)
         return 0
 
-    def stream(self, messages, stop):
+    def stream(self, messages, stop, options):
         self.seen.append(messages)
         if self.settings.model == "fail":
             raise RuntimeError("boom")
         for i, word in enumerate(self.settings.model.split(" ")):
-            if stop.is_set() or i >= self.settings.max_new_tokens:
+            if stop.is_set() or i >= options.max_new_tokens:
                 return
-            time.sleep(self.settings.temperature)
+            time.sleep(options.temperature)
             yield (" " if i else "") + word
 
 
@@ -88,8 +89,8 @@ class ToneTTS(TTSEngine):
     def load(self):
         self.loaded = True
 
-    def synthesize(self, text, stop=None):
-        n = int(0.05 * self.sample_rate * self.settings.speed)
+    def synthesize(self, text, stop, speed):
+        n = int(0.05 * self.sample_rate * speed)
         t = np.arange(n) / self.sample_rate
         for _ in text.split():
             if stop is not None and stop.is_set():

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ...errors import DeviceUnavailable, ModelLoadError, S2SError
 from ...models.resolve import resolve_model
-from ..base import LLMEngine, require
+from ..base import WARMUP_LLM, LLMEngine, LLMOptions, require
 from .history import prefix_ids
 
 log = logging.getLogger(__name__)
@@ -132,11 +132,8 @@ class LlamaCppLLM(LLMEngine):
         self._threads_now = threads
 
     def warmup(self) -> None:
-        """Evaluate the system prompt once, so its KV cache is ready for the first turn."""
-        messages = [{"role": "user", "content": "Hi"}]
-        if self.settings.system_prompt.strip():
-            messages.insert(0, {"role": "system", "content": self.settings.system_prompt.strip()})
-        for _ in self.stream(messages, threading.Event(), max_new_tokens=1):
+        """One token, so the kernels are ready; the stage evaluates the system prompt next."""
+        for _ in self.stream([{"role": "user", "content": "Hi"}], threading.Event(), WARMUP_LLM):
             pass
 
     def tokens(self, messages: list[dict]) -> list[int]:
@@ -178,13 +175,13 @@ class LlamaCppLLM(LLMEngine):
         return done
 
     def stream(
-        self, messages: list[dict], stop: threading.Event, max_new_tokens: int | None = None
+        self, messages: list[dict], stop: threading.Event, options: LLMOptions
     ) -> Iterator[str]:
         if self.llm is None:
             raise ModelLoadError("the LLM is not loaded yet")
         if stop.is_set():
             return
-        temperature = float(self.settings.temperature)
+        temperature = float(options.temperature)
         t0 = time.monotonic()
         stats = {"tokens": 0, "first_token_s": None, "finish": None,
                  "prompt_tokens_evaluated": None}
@@ -196,10 +193,10 @@ class LlamaCppLLM(LLMEngine):
             chunks = self.llm.create_completion(
                 prompt=ids,
                 stream=True,
-                max_tokens=int(max_new_tokens or self.settings.max_new_tokens),
+                max_tokens=int(options.max_new_tokens),
                 temperature=temperature,  # 0 ⇒ greedy in llama-cpp-python
                 top_k=40 if temperature > 0 else 1,
-                repeat_penalty=float(self.settings.repeat_penalty),
+                repeat_penalty=float(options.repeat_penalty),
                 stop=prompt.stop,
                 stopping_criteria=prompt.stopping_criteria,
             )

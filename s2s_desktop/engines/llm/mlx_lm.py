@@ -18,7 +18,7 @@ from pathlib import Path
 from ...errors import ModelLoadError
 from ...mlx_lock import locked_steps, mlx_lock
 from ...models.resolve import resolve_model
-from ..base import LLMEngine
+from ..base import WARMUP_LLM, LLMEngine, LLMOptions
 from .history import common_prefix, prefix_ids
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class MLXLMLLM(LLMEngine):
         self.loaded = True
 
     def warmup(self) -> None:
-        for _ in self.stream([{"role": "user", "content": "Hi"}], threading.Event(), 1):
+        for _ in self.stream([{"role": "user", "content": "Hi"}], threading.Event(), WARMUP_LLM):
             pass
 
     def unload(self) -> None:
@@ -180,7 +180,7 @@ class MLXLMLLM(LLMEngine):
     # ------------------------------------------------------------ generation
 
     def stream(
-        self, messages: list[dict], stop: threading.Event, max_new_tokens: int | None = None
+        self, messages: list[dict], stop: threading.Event, options: LLMOptions
     ) -> Iterator[str]:
         if not self.loaded:
             raise ModelLoadError("the mlx-lm model is not loaded yet: load() it first")
@@ -189,13 +189,13 @@ class MLXLMLLM(LLMEngine):
 
         if stop.is_set():
             return
-        limit = int(max_new_tokens or self.settings.max_new_tokens)
+        limit = int(options.max_new_tokens)
         ids = self.prompt_tokens(messages, limit)
         with mlx_lock("llm"):
             keep = self._reuse(ids, leave=1)
         self.last_stats = {"prompt_tokens_evaluated": len(ids) - keep}
-        sampler = make_sampler(temp=float(self.settings.temperature))
-        penalty = float(self.settings.repeat_penalty)
+        sampler = make_sampler(temp=float(options.temperature))
+        penalty = float(options.repeat_penalty)
         generator = self._mlx_lm.stream_generate(
             self._model, self._tokenizer, ids[keep:], max_tokens=limit, sampler=sampler,
             prompt_cache=self._cache,

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from ..base import LLMEngine
+from ..base import LLMEngine, LLMOptions
 from ..openai_http import (
     CONNECT_TIMEOUT_S,
     READ_TIMEOUT_S,
@@ -51,14 +51,15 @@ class OpenAILLM(LLMEngine):
     def describe(self) -> str:
         return f"{self.settings.model or 'default model'} at {self.endpoint.base_url}"
 
-    def stream(self, messages: list[dict], stop: threading.Event) -> Iterator[str]:
+    def stream(self, messages: list[dict], stop: threading.Event,
+               options: LLMOptions) -> Iterator[str]:
         if stop.is_set():
             return
         payload = {
             "messages": messages,
             "stream": True,
-            "max_tokens": int(self.settings.max_new_tokens),
-            "temperature": float(self.settings.temperature),
+            "max_tokens": int(options.max_new_tokens),
+            "temperature": float(options.temperature),
         }
         if self.settings.model:
             payload["model"] = self.settings.model

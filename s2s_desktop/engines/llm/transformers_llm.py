@@ -8,6 +8,7 @@ and `prime()` fills it with the next prompt's known start between turns.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from ...errors import DeviceUnavailable, ModelLoadError, S2SError, UnsafeModelFormat
 from ...models.resolve import resolve_model
-from ..base import LLMEngine, require
+from ..base import WARMUP_LLM, LLMEngine, LLMOptions, require
 from .history import common_prefix, prefix_ids
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,8 @@ class TransformersLLM(LLMEngine):
 
     def _warm(self, tokens: int) -> None:
         stop = threading.Event()
-        for _ in self.stream([{"role": "user", "content": "Hi"}], stop, max_new_tokens=tokens):
+        options = dataclasses.replace(WARMUP_LLM, max_new_tokens=tokens)
+        for _ in self.stream([{"role": "user", "content": "Hi"}], stop, options):
             pass
 
     def describe(self) -> str:
@@ -225,7 +227,7 @@ class TransformersLLM(LLMEngine):
         return done
 
     def stream(
-        self, messages: list[dict], stop: threading.Event, max_new_tokens: int | None = None
+        self, messages: list[dict], stop: threading.Event, options: LLMOptions
     ) -> Iterator[str]:
         torch = _torch()
         transformers = self.require("transformers", "transformers")
@@ -233,7 +235,7 @@ class TransformersLLM(LLMEngine):
             raise ModelLoadError("the LLM is not loaded yet")
         if stop.is_set():
             return
-        limit = max_new_tokens or self.settings.max_new_tokens
+        limit = int(options.max_new_tokens)
         ids = self._ids(self._render(messages))
         cached = self._reuse(ids, leave=1) if self._keeps_cache() else 0
         inputs = {"input_ids": torch.tensor([ids], device=self.torch_device),
@@ -246,7 +248,7 @@ class TransformersLLM(LLMEngine):
         )
         quit_ = threading.Event()  # set when the consumer stops reading early
         counter = _StopOnEvent(stop, quit_)
-        temperature = float(self.settings.temperature)
+        temperature = float(options.temperature)
         gen_kwargs = dict(
             **inputs,
             max_new_tokens=limit,
@@ -255,8 +257,8 @@ class TransformersLLM(LLMEngine):
             stopping_criteria=transformers.StoppingCriteriaList([counter]),
             pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
         )
-        if float(self.settings.repeat_penalty) > 1.0:
-            gen_kwargs["repetition_penalty"] = float(self.settings.repeat_penalty)
+        if float(options.repeat_penalty) > 1.0:
+            gen_kwargs["repetition_penalty"] = float(options.repeat_penalty)
         if temperature > 0:
             gen_kwargs["temperature"] = temperature
         else:  # greedy: clear sampling knobs a generation_config may carry

@@ -18,14 +18,13 @@ import numpy as np
 from ...audio_format import SAMPLE_RATE
 from ...errors import DeviceUnavailable, ModelLoadError, SettingsError
 from ...languages import (
-    DEFAULT_THRESHOLD,
     LanguageChoice,
     choose_language,
     spoken_languages,
     voiced_languages,
 )
 from ...models.resolve import resolve_model
-from ..base import STTEngine, STTResult, require
+from ..base import STTEngine, STTOptions, STTResult, require
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +188,10 @@ class FasterWhisperSTT(STTEngine):
                 raise unavailable from exc
             raise ModelLoadError(self._load_message(path, exc)) from exc
         self.compute_type = compute
-        self._language(None)  # refuse a configured language the model cannot do, now
-        self._spoken()  # and "languages I speak" it does not know
+        # refuse the language it loads with now, if the model cannot do it (each turn's own
+        # language comes with the call), and "languages I speak" it does not know
+        self._language(self.settings.language)
+        self._spoken(self.settings.languages)
         log.info(
             "faster-whisper %s loaded in %.2f s on %s (%s)",
             path,
@@ -230,11 +231,8 @@ class FasterWhisperSTT(STTEngine):
         # encoder states are encoded here, once, before the first question
         noise = 0.5 * np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
         lang = self._language(None)
-        try:
-            if self.settings.short_window:
-                self._generate(noise, lang, MIN_WINDOW_FRAMES, 4)
-            else:
-                self._decode(noise, lang, max_new_tokens=4, temperature=0.0)
+        try:  # the short window: stt.short_window's default (the long one needs no set-up)
+            self._generate(noise, lang, MIN_WINDOW_FRAMES, 4, STTOptions.of(self.settings))
         except RuntimeError as exc:  # seen on CUDA 13: "Library libcublas.so.12 is not found"
             unavailable = self._cuda_unavailable(exc)
             if unavailable:
@@ -249,7 +247,7 @@ class FasterWhisperSTT(STTEngine):
         return f"{self.name} on {self.device} ({self.compute_type or self.settings.compute_type})"
 
     def _language(self, language: str | None) -> str | None:
-        lang = (self.settings.language if language is None else language) or None
+        lang = language or None
         if lang and not self.model.model.is_multilingual:
             return self.english_only(lang)
         if lang:
@@ -261,9 +259,9 @@ class FasterWhisperSTT(STTEngine):
                 )
         return lang
 
-    def _spoken(self) -> tuple[str, ...]:
+    def _spoken(self, languages: str) -> tuple[str, ...]:
         """`stt.languages`, checked against what the model knows."""
-        spoken = spoken_languages(getattr(self.settings, "languages", ""))
+        spoken = spoken_languages(languages)
         unknown = [x for x in spoken if x not in self.model.supported_languages]
         if unknown and self.model.model.is_multilingual:
             raise SettingsError(
@@ -272,36 +270,39 @@ class FasterWhisperSTT(STTEngine):
             )
         return spoken
 
-    def _choose(self, ranked: list[tuple[str, float]]) -> LanguageChoice:
+    def _choose(self, ranked: list[tuple[str, float]], options: STTOptions) -> LanguageChoice:
         """The turn's language among the detected ones (languages.choose_language)."""
-        threshold = getattr(self.settings, "language_threshold", DEFAULT_THRESHOLD)
-        return choose_language(ranked, self._spoken(), threshold, voiced_languages())
+        return choose_language(ranked, self._spoken(options.languages),
+                               options.language_threshold, voiced_languages())
 
-    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+    def transcribe(self, audio: np.ndarray, language: str | None,
+                   options: STTOptions) -> STTResult:
         audio = self._prepare(audio)
         if audio.size == 0:
             return STTResult("")
         lang = self._language(language)
-        if self.settings.short_window:
+        if options.short_window:
             try:
-                return self._transcribe_windows(audio, lang)
+                return self._transcribe_windows(audio, lang, options)
             except (RuntimeError, ValueError) as exc:  # a model with a fixed 30 s window
                 log.info("short-window decode not possible (%s); using the full window", exc)
-        return self._decode(audio, lang, token_budget(audio.size))
+        return self._decode(audio, lang, token_budget(audio.size), options)
 
     def _prepare(self, audio: np.ndarray) -> np.ndarray:
         if self.model is None:
             self.load()
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
-    def _transcribe_windows(self, audio: np.ndarray, language: str | None) -> STTResult:
+    def _transcribe_windows(self, audio: np.ndarray, language: str | None,
+                            options: STTOptions) -> STTResult:
         """Pieces of at most SHORT_CLIP_S (cut at quiet spots), each in its own short window
         with the text before it as context, so a long recording keeps every word."""
         pieces = split_windows(audio, window=int(SHORT_CLIP_S * SAMPLE_RATE))
         texts, lang, sure = [], language, None
         for piece in pieces:
             decoded = self._generate(piece, lang, encoder_frames(piece.size),
-                                     token_budget(piece.size), prompt=" ".join(texts)[-400:])
+                                     token_budget(piece.size), options,
+                                     prompt=" ".join(texts)[-400:])
             if not lang:  # the first piece's language holds for the recording
                 lang, sure = decoded.language, decoded.language_probability
             texts.append(decoded.text)
@@ -341,7 +342,7 @@ class FasterWhisperSTT(STTEngine):
         return ctranslate2.StorageView.from_array(np.ascontiguousarray(whole))
 
     def _generate(self, audio: np.ndarray, language: str | None, frames: int,
-                  max_new_tokens: int, prompt: str = "") -> STTResult:
+                  max_new_tokens: int, options: STTOptions, prompt: str = "") -> STTResult:
         """Encode the window (`_encode`; faster-whisper itself always encodes 30 s) and
         decode after the previous-text `prompt`."""
         from faster_whisper.tokenizer import Tokenizer
@@ -351,7 +352,7 @@ class FasterWhisperSTT(STTEngine):
         sure = None
         if multilingual and not language:
             ranked = self.model.model.detect_language(encoded)[0]  # [("<|en|>", p), ...]
-            choice = self._choose(ranked)
+            choice = self._choose(ranked, options)
             language, sure = choice.language, choice.probability
         tokenizer = Tokenizer(self.model.hf_tokenizer, multilingual, task="transcribe",
                               language=language if multilingual else "en")
@@ -368,7 +369,8 @@ class FasterWhisperSTT(STTEngine):
         return STTResult(tokenizer.decode(ids).strip(), language or "en", sure)
 
     def _decode(self, audio: np.ndarray, language: str | None, max_new_tokens: int,
-                temperature: float | None = None, prompt: str = "") -> STTResult:
+                options: STTOptions, temperature: float | None = None,
+                prompt: str = "") -> STTResult:
         """faster-whisper's own decode: 30 s windows, temperature fallback."""
         extra = {} if temperature is None else {"temperature": temperature}
         sure = None
@@ -376,7 +378,7 @@ class FasterWhisperSTT(STTEngine):
             # detected here, so stt.languages and the threshold apply (faster-whisper's own
             # detection would take any language, however unsure)
             _, _, ranked = self.model.detect_language(audio)
-            choice = self._choose(ranked)
+            choice = self._choose(ranked, options)
             language, sure = choice.language, choice.probability
         segments, info = self.model.transcribe(
             audio,

@@ -17,7 +17,7 @@ from ...audio_format import SAMPLE_RATE
 from ...errors import ModelLoadError
 from ...mlx_lock import mlx_lock
 from ...models.resolve import resolve_model
-from ..base import STTEngine, STTResult
+from ..base import STTEngine, STTOptions, STTResult
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +111,12 @@ class MLXWhisperSTT(STTEngine):
                 mx.clear_cache()
         super().unload()
 
-    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+    def transcribe(self, audio: np.ndarray, language: str | None,
+                   options: STTOptions) -> STTResult:
         if not self.loaded:
             raise ModelLoadError("the mlx-whisper model is not loaded yet: load() it first")
         audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
-        lang = language or self.settings.language or None
+        lang = language or None
         if not self._model.is_multilingual:
             lang = self.english_only(lang)
         with mlx_lock("stt"):

@@ -12,7 +12,7 @@ import wave
 import numpy as np
 
 from ...audio_format import SAMPLE_RATE
-from ..base import STTEngine, STTResult
+from ..base import STTEngine, STTOptions, STTResult
 from ..openai_http import (
     CONNECT_TIMEOUT_S,
     READ_TIMEOUT_S,
@@ -79,11 +79,11 @@ class OpenAISTT(STTEngine):
     def describe(self) -> str:
         return f"{self.settings.model or 'default model'} at {self.endpoint.base_url}"
 
-    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+    def transcribe(self, audio: np.ndarray, language: str | None,
+                   options: STTOptions) -> STTResult:
         fields = {"response_format": "json", "temperature": "0"}
         if self.settings.model:
             fields["model"] = self.settings.model
-        language = language or self.settings.language
         if language:
             fields["language"] = language
         body, content_type = multipart(fields, "file", "speech.wav", wav_bytes(audio), "audio/wav")

@@ -25,7 +25,7 @@ from ...audio_format import SAMPLE_RATE
 from ...errors import ModelLoadError, SettingsError
 from ...mlx_lock import mlx_lock
 from ...models.resolve import resolve_model
-from ..base import STTEngine, STTResult, language_code
+from ..base import STTEngine, STTOptions, STTResult, language_code
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,9 @@ class ParakeetMLXSTT(STTEngine):
                     "incomplete or not a Parakeet MLX model"
                 ) from exc
         self._languages = model_languages(list(model.vocabulary))
-        lang = self._language(None)  # refuse a configured language the model cannot do, now
+        # refuse the language it loads with now, if the model cannot do it (each turn's own
+        # language comes with the call)
+        lang = self._language(self.settings.language)
         if lang and self._languages != ENGLISH:
             log.info("parakeet-mlx detects the language itself: stt.language is only checked")
         self._model = model
@@ -131,7 +133,7 @@ class ParakeetMLXSTT(STTEngine):
 
     def _language(self, language: str | None) -> str | None:
         """The language to report for a transcript, or SettingsError for one the model lacks."""
-        lang = language_code(self.settings.language if language is None else language)
+        lang = language_code(language)
         if not lang:
             return "en" if self._languages == ENGLISH else None  # v3 does not say what it heard
         if lang not in self._languages:
@@ -172,7 +174,8 @@ class ParakeetMLXSTT(STTEngine):
             result = self._model.generate(mel, decoding_config=self._decoding)[0]
         return result.text
 
-    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+    def transcribe(self, audio: np.ndarray, language: str | None,
+                   options: STTOptions) -> STTResult:
         if not self.loaded:
             raise ModelLoadError("the parakeet-mlx model is not loaded yet: load() it first")
         lang = self._language(language)

@@ -19,7 +19,7 @@ from ...errors import (
     UnsafeModelFormat,
 )
 from ...models.resolve import resolve_model
-from ..base import STTEngine, STTResult
+from ..base import STTEngine, STTOptions, STTResult
 from .faster_whisper import VERIFY_HINT, split_device, split_windows, token_budget
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class TransformersWhisperSTT(STTEngine):
         if self.model is None:
             self.load()
         noise = np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
-        self._generate(noise * 1e-3, self.settings.language or None, max_new_tokens=4)
+        self._generate(noise * 1e-3, None, max_new_tokens=4)
 
     def unload(self) -> None:
         self.model = self.processor = None
@@ -202,13 +202,14 @@ class TransformersWhisperSTT(STTEngine):
                 texts.append(self.processor.batch_decode(ids, skip_special_tokens=True)[0].strip())
         return STTResult(" ".join(t for t in texts if t), found)
 
-    def transcribe(self, audio: np.ndarray, language: str | None = None) -> STTResult:
+    def transcribe(self, audio: np.ndarray, language: str | None,
+                   options: STTOptions) -> STTResult:
         if self.model is None:
             self.load()
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         if audio.size == 0:
             return STTResult("")
-        lang = (self.settings.language if language is None else language) or None
+        lang = language or None
         if not self.multilingual:
             self.english_only(lang)
         return self._generate(audio, lang, token_budget(audio.size))

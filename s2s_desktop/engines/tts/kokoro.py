@@ -196,7 +196,7 @@ class KokoroTTS(TTSEngine):
         self.loaded = True
 
     def warmup(self) -> None:
-        for _ in self.synthesize("Hello."):
+        for _ in self.synthesize("Hello.", None, 1.0):
             pass
 
     def unload(self) -> None:
@@ -205,10 +205,12 @@ class KokoroTTS(TTSEngine):
 
     # ------------------------------------------------------------------ synthesis
 
-    def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
+    def synthesize(
+        self, text: str, stop: threading.Event | None, speed: float
+    ) -> Iterator[np.ndarray]:
         if self._pipeline is None:
             self.load()
-        speed = float(self.settings.speed or 1.0)
+        speed = float(speed or 1.0)
         for piece in speech_pieces(text):
             if stop is not None and stop.is_set():
                 return

@@ -146,7 +146,7 @@ class MLXAudioTTS(TTSEngine):
             self._voice = voice or None
 
     def warmup(self) -> None:
-        for _ in self.synthesize("Hello."):
+        for _ in self.synthesize("Hello.", None, 1.0):
             pass
 
     def unload(self) -> None:
@@ -162,10 +162,12 @@ class MLXAudioTTS(TTSEngine):
             kwargs["stream"] = True  # audio every couple of seconds instead of at the end
         return self._model.generate(piece, **kwargs)
 
-    def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
+    def synthesize(
+        self, text: str, stop: threading.Event | None, speed: float
+    ) -> Iterator[np.ndarray]:
         if self._model is None:
             self.load()
-        speed = float(self.settings.speed or 1.0)
+        speed = float(speed or 1.0)
         for piece in speech_pieces(text):
             if stop is not None and stop.is_set():
                 return

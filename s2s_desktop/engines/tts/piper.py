@@ -154,7 +154,7 @@ class PiperTTS(TTSEngine):
         )
 
     def warmup(self) -> None:
-        for _ in self.synthesize("Hello."):
+        for _ in self.synthesize("Hello.", None, 1.0):
             pass
 
     def unload(self) -> None:
@@ -163,14 +163,16 @@ class PiperTTS(TTSEngine):
 
     # ------------------------------------------------------------------ synthesis
 
-    def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
+    def synthesize(
+        self, text: str, stop: threading.Event | None, speed: float
+    ) -> Iterator[np.ndarray]:
         if self._voice is None:
             self.load()
         if not text.strip() or (stop is not None and stop.is_set()):
             return
         from piper.config import SynthesisConfig
 
-        speed = float(self.settings.speed or 1.0)
+        speed = float(speed or 1.0)
         syn = SynthesisConfig(
             speaker_id=self._speaker_id,
             length_scale=self._voice.config.length_scale / speed,  # < 1 speaks faster

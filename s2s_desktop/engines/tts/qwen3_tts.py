@@ -249,7 +249,7 @@ class Qwen3TTS(TTSEngine):
         self._warm_once()
 
     def _warm_once(self) -> None:
-        for _ in self.synthesize("Hello."):
+        for _ in self.synthesize("Hello.", None, 1.0):
             pass
 
     def unload(self) -> None:
@@ -287,7 +287,10 @@ class Qwen3TTS(TTSEngine):
         audio = np.asarray(wavs[0], dtype=np.float32).reshape(-1)
         return np.clip(audio, -1.0, 1.0)
 
-    def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
+    def synthesize(
+        self, text: str, stop: threading.Event | None, speed: float
+    ) -> Iterator[np.ndarray]:
+        # `speed` is not used: Qwen3-TTS has no speaking-rate input
         if self.tts is None:
             self.load()
         for piece in speech_pieces(text):

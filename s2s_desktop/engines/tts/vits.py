@@ -120,7 +120,7 @@ class VitsTTS(TTSEngine):
         self._warm_once()
 
     def _warm_once(self) -> None:
-        for _ in self.synthesize("Hello."):
+        for _ in self.synthesize("Hello.", None, 1.0):
             pass
 
     def describe(self) -> str:
@@ -133,11 +133,13 @@ class VitsTTS(TTSEngine):
         self._model = self._tokenizer = None
         super().unload()
 
-    def synthesize(self, text: str, stop: threading.Event | None = None) -> Iterator[np.ndarray]:
+    def synthesize(
+        self, text: str, stop: threading.Event | None, speed: float
+    ) -> Iterator[np.ndarray]:
         if self._model is None:
             self.load()
         torch = self._torch
-        speed = float(self.settings.speed or 1.0)
+        speed = float(speed or 1.0)
         for piece in speech_pieces(text):
             if stop is not None and stop.is_set():
                 return

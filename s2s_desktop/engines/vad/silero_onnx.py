@@ -17,7 +17,7 @@ import numpy as np
 from ...audio_format import SAMPLE_RATE
 from ...errors import ModelLoadError, ModelNotFound
 from ...models.resolve import package_path
-from ..base import SpeechSegment, VADEngine, require
+from ..base import SpeechSegment, VADEngine, VADOptions, require
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class SileroOnnxVAD(VADEngine):
         self.loaded = True
 
     def warmup(self) -> None:
-        self.speech(np.zeros(SAMPLE_RATE // 2, dtype=np.float32))
+        self.probabilities(np.zeros(SAMPLE_RATE // 2, dtype=np.float32))
 
     def unload(self) -> None:
         self.session = None
@@ -149,9 +149,9 @@ class SileroOnnxVAD(VADEngine):
             probs.append(np.asarray(out, dtype=np.float32).reshape(-1))
         return np.concatenate(probs)
 
-    def speech(self, audio: np.ndarray) -> list[SpeechSegment]:
+    def speech(self, audio: np.ndarray, options: VADOptions) -> list[SpeechSegment]:
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
-        s = self.settings
         return segments_from_probs(
-            self.probabilities(audio), len(audio), s.threshold, s.min_speech_ms, s.min_silence_ms
+            self.probabilities(audio), len(audio), options.threshold, options.min_speech_ms,
+            options.min_silence_ms,
         )

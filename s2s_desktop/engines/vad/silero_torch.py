@@ -11,9 +11,11 @@ import numpy as np
 
 from ...audio_format import SAMPLE_RATE
 from ...errors import ModelLoadError
-from ..base import SpeechSegment, VADEngine
+from ..base import SpeechSegment, VADEngine, VADOptions
 
 log = logging.getLogger(__name__)
+
+WARMUP_VAD = VADOptions(threshold=0.5, min_speech_ms=250, min_silence_ms=100)  # silero's own
 
 
 class SileroTorchVAD(VADEngine):
@@ -48,7 +50,7 @@ class SileroTorchVAD(VADEngine):
         self.loaded = True
 
     def warmup(self) -> None:
-        self.speech(np.zeros(SAMPLE_RATE // 2, dtype=np.float32))
+        self.speech(np.zeros(SAMPLE_RATE // 2, dtype=np.float32), WARMUP_VAD)
 
     def unload(self) -> None:
         self.model = None
@@ -57,13 +59,12 @@ class SileroTorchVAD(VADEngine):
     def describe(self) -> str:
         return f"{self.name} on cpu"  # the model is tiny: a GPU would only add transfers
 
-    def speech(self, audio: np.ndarray) -> list[SpeechSegment]:
+    def speech(self, audio: np.ndarray, options: VADOptions) -> list[SpeechSegment]:
         if self.model is None:
             self.load()
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         if len(audio) == 0:
             return []
-        s = self.settings
         torch = self._torch
         # The model runs one 32 ms window at a time: several intra-op threads only spin and, on
         # a busy CPU, made a 3 s clip take seconds instead of ~0.15 s. Limit this call to one
@@ -75,10 +76,10 @@ class SileroTorchVAD(VADEngine):
                 found = self._timestamps(
                     torch.from_numpy(audio.copy()),
                     self.model,
-                    threshold=s.threshold,
+                    threshold=options.threshold,
                     sampling_rate=SAMPLE_RATE,
-                    min_speech_duration_ms=s.min_speech_ms,
-                    min_silence_duration_ms=s.min_silence_ms,
+                    min_speech_duration_ms=options.min_speech_ms,
+                    min_silence_duration_ms=options.min_silence_ms,
                     speech_pad_ms=0,  # padding is trim()'s job, with vad.pad_ms
                 )
         finally:
