@@ -2,7 +2,7 @@
 
 A QLocalServer (a Unix socket only the user can open, or a named pipe on Windows) speaks
 JSON lines: the client sends {"command": NAME, ...}, the app answers {"ok": true|false, ...}.
-`s2s-desktop toggle|talk-start|talk-stop|quit|status|set|get|ask|stop` use it, and a second
+`s2s-desktop toggle|talk-start|talk-stop|quit|status|set|get|ask|stop|hands-free` use it, and a second
 launch of the app asks the first to show itself ("launch") instead of starting another.
 """
 
@@ -204,10 +204,11 @@ def accepted(command: str, payload: dict | None = None, name: str | None = None)
     return reply
 
 
-def send_command(name: str, json_output: bool = False) -> int:
-    """The CLI's side of toggle / talk-start / talk-stop / quit / status; the exit code."""
+def send_command(name: str, json_output: bool = False, payload: dict | None = None) -> int:
+    """The CLI's side of toggle / talk-start / talk-stop / quit / status / hands-free; the
+    exit code."""
     try:
-        reply = accepted(name)
+        reply = accepted(name, payload)
     except (TimeoutError, ConnectionError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -161,3 +161,25 @@ def test_talk_start_while_loading_fails_with_the_reason(qtbot, running_app):
     res = cli(qtbot, "talk-start")
     assert res.returncode == 1 and "still loading" in res.stderr
     app.pipeline.events.stage_state.emit("llm", "ready", "word-by-word")
+
+
+def test_hands_free_on_and_off_from_the_command_line(qtbot, running_app):
+    from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
+    from tests.helpers.fake_sounddevice import FakeSoundDevice
+    from tests.test_controller_hands_free import hands_free
+    from tests.test_hands_free import VADSettings
+
+    app = running_app
+    vad = SileroOnnxVAD(VADSettings())
+    vad.load()
+    mics = hands_free(app.controller, vad, FakeSoundDevice(input_amplitude=0.0))
+    res = cli(qtbot, "hands-free", "on")
+    assert res.returncode == 0 and "hands-free conversation on" in res.stdout, res.stderr
+    assert mics[-1].is_open and app.actions.hands_free.isChecked()
+    assert "Hands-free" in app.tray.toolTip()
+    assert json.loads(cli(qtbot, "status", "--json").stdout)["hands_free"] is True
+    res = cli(qtbot, "hands-free", "off")
+    assert res.returncode == 0 and "hands-free conversation off" in res.stdout
+    assert not mics[-1].is_open and not app.actions.hands_free.isChecked()
+    bad = cli(qtbot, "hands-free", "maybe")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr

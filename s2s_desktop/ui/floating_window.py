@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..states import AppState
+from ..states import AppState, look
 from .actions import AppActions
 from .icons import state_icon
 from .tasks import ERROR_STYLE
@@ -169,12 +169,15 @@ class FloatingWindow(QWidget):
             self._save_timer.stop()
             save_position(POSITION_KEY, self.x(), self.y())
 
-    def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
-        self.icon.setPixmap(state_icon(state).pixmap(32, 32))
-        self.state_label.setText(STATE_WORDS.get(state, state))
+    def show_state(self, state: str, detail: str, hotkey: dict | None = None,
+                   hands_free: bool = False) -> None:
+        shown = look(state, hands_free)
+        icon_state = AppState.LISTENING if shown.icon == "listening" else state
+        self.icon.setPixmap(state_icon(icon_state).pixmap(32, 32))
+        self.state_label.setText(shown.label if state in STATE_WORDS else state)
         # the detail line: what failed, the loading progress, or (no error) how to talk
         error = state == AppState.ERROR
-        text = tooltip_text(state, detail, None if error else hotkey)
+        text = tooltip_text(state, detail, None if error else hotkey, hands_free)
         self.status_action.setText(menu_status_text(text))
         self._set_detail("\n".join(text.split("\n")[1:]), error)
         self.talk.setEnabled(state != AppState.LOADING)
