@@ -111,8 +111,8 @@ def test_tray_menu_has_the_controls_in_order(qapp):
     tray = TrayIcon(actions)
     texts = [a.text() for a in tray.menu.actions() if not a.isSeparator()]
     assert texts[1:] == [
-        "Talk", "Conversation…", "New Conversation", "Settings…", "Models…", "Pause Hotkey",
-        "Quit",
+        "Talk", "Hands-free Conversation", "Conversation…", "New Conversation", "Settings…",
+        "Models…", "Pause Hotkey", "Quit",
     ]  # fmt: skip
     assert not tray.status_action.isEnabled() and "Loading models" in texts[0]
     assert not actions.talk.isEnabled()  # loading: nothing to talk to yet
@@ -122,6 +122,20 @@ def test_tray_menu_has_the_controls_in_order(qapp):
     tray.show_state("listening", "Listening…")
     assert tray.icon().cacheKey() != key
     assert actions.talk.text() == "Stop and Send" and actions.talk.isEnabled()
+
+
+def test_the_tray_shows_hands_free_unmistakably(qapp):
+    actions = AppActions()
+    tray = TrayIcon(actions)
+    tray.show_state("idle", "Ready")
+    idle_icon = tray.icon().cacheKey()
+    tray.show_state("idle", "Hands-free: just speak", None, hands_free=True)
+    actions.show_hands_free(True)
+    assert tray.icon().cacheKey() != idle_icon  # the microphone is open: the listening icon
+    assert tray.toolTip().startswith("s2s-desktop — Hands-free\nHands-free: just speak")
+    assert actions.hands_free.isCheckable() and actions.hands_free.isChecked()
+    tray.show_state("speaking", "Speaking…", None, hands_free=True)
+    assert tray.toolTip().startswith("s2s-desktop — Speaking")
 
 
 def test_tooltip_says_what_is_happening_and_what_failed():
