@@ -147,3 +147,65 @@ def test_without_the_echo_canceller_wheel_it_says_how_to_install_it(qtbot, rig, 
     assert "livekit" in c.notices[-1] and "push-to-talk still works" in c.notices[-1]
     hold(qtbot, c)
     qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+
+
+def test_the_app_starts_in_it_and_answers_a_spoken_question(qtbot, monkeypatch, tmp_path, vad,
+                                                             speech):
+    """listen.hands_free=true: once the models are loaded the app listens; a question said in
+    the room is answered (scripted STT/LLM) and shown, with no key pressed."""
+    from s2s_desktop.app import DesktopApp
+    from s2s_desktop.audio.sink import CaptureSink
+    from tests.helpers import scripted_engines as scripted
+    from tests.helpers.fake_mic import FakeMicrophone
+
+    monkeypatch.setenv("S2S_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("S2S_DATA_DIR", str(tmp_path / "data"))
+    scripted.install(monkeypatch)
+    s = scripted.settings(reply="Paris.", heard="Capital of France?")
+    s.hotkey.enabled = False
+    s.listen.hands_free = True
+
+    class FakeQApp:
+        def quit(self):
+            pass
+
+    ptt_mic = FakeMicrophone()
+    app = DesktopApp(FakeQApp(), s, use_tray=False, mic=ptt_mic, speaker=CaptureSink())
+    room = Room()
+    mics = hands_free(app.controller, vad, FakeSoundDevice(room=room))
+    try:
+        assert app.start()
+        qtbot.waitUntil(lambda: app.controller.situation.hands_free_listening, timeout=10000)
+        assert mics[0].is_open and app.actions.hands_free.isChecked()
+        assert app.floating.state_label.text() == "Hands-free"
+        room.say(read_wav(speech("What is the capital of France?")), at=time.monotonic() + 0.2)
+        qtbot.waitUntil(lambda: "Paris." in app.window.view.toPlainText(), timeout=15000)
+        assert app.controller.turn_info["source"] == "hands-free" and ptt_mic.opened == 0
+        qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
+        assert mics[-1].is_open  # listening for the next question
+    finally:
+        app.shutdown()
+        app.window.close()
+        app.floating.close()
+    assert not mics[-1].is_open  # closed with the app
+
+
+def test_the_apps_session_hears_what_the_speaker_plays_only_while_it_runs(qtbot, rig):  # noqa: F811
+    """The real builder: livekit's echo canceller, silero VAD and Smart Turn; the speaker's
+    output is its echo reference while hands-free runs, and nothing after."""
+    pytest.importorskip("livekit.rtc", reason='pip install "s2s-desktop[hands-free]"')
+    from s2s_desktop.hands_free.build import HandsFreeBuilder
+    from s2s_desktop.hands_free.session import EchoReferenceSpeaker
+
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    sd = FakeSoundDevice(input_amplitude=0.0)
+    speaker = EchoReferenceSpeaker(sd=sd)
+    c.hands_free_factory = HandsFreeBuilder(lambda: c.settings, speaker, sd=sd)
+    c.set_hands_free(True)
+    assert c.situation.hands_free_listening, c.notices
+    echo = c._session.listener.echo
+    mic = c._session.microphone
+    assert speaker.on_played == echo.reference and mic.is_open
+    c.set_hands_free(False)
+    assert speaker.on_played is None and not mic.is_open
