@@ -321,7 +321,7 @@ class AppController(HandsFreeEffects, QObject):
                 return self.last_error
             return self.error_now
         if now.state == IDLE and now.hands_free_listening:
-            return "Hands-free: just speak"
+            return "Just speak: no key needed"
         return {IDLE: "Ready", LISTENING: "Listening…", THINKING: "Thinking…",
                 SPEAKING: "Speaking…"}[now.state]
 

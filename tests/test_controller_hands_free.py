@@ -52,7 +52,7 @@ def test_on_opens_the_microphone_and_off_closes_it(qtbot, rig, vad):  # noqa: F8
     mics = hands_free(c, vad, FakeSoundDevice(input_amplitude=0.0))
     c.set_hands_free(True)
     assert mics and mics[0].is_open and c.status()["hands_free"] is True
-    assert c.detail == "Hands-free: just speak"
+    assert c.detail == "Just speak: no key needed"
     c.set_hands_free(False)
     assert not mics[0].is_open and c.state == "idle" and c.detail == "Ready"
 

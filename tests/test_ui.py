@@ -129,10 +129,10 @@ def test_the_tray_shows_hands_free_unmistakably(qapp):
     tray = TrayIcon(actions)
     tray.show_state("idle", "Ready")
     idle_icon = tray.icon().cacheKey()
-    tray.show_state("idle", "Hands-free: just speak", None, hands_free=True)
+    tray.show_state("idle", "Just speak: no key needed", None, hands_free=True)
     actions.show_hands_free(True)
     assert tray.icon().cacheKey() != idle_icon  # the microphone is open: the listening icon
-    assert tray.toolTip().startswith("s2s-desktop — Hands-free\nHands-free: just speak")
+    assert tray.toolTip().startswith("s2s-desktop — Hands-free\nJust speak: no key needed")
     assert actions.hands_free.isCheckable() and actions.hands_free.isChecked()
     tray.show_state("speaking", "Speaking…", None, hands_free=True)
     assert tray.toolTip().startswith("s2s-desktop — Speaking")

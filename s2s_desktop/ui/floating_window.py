@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -73,6 +74,11 @@ class FloatingWindow(QWidget):
         words.addWidget(self.state_label)
         words.addWidget(self.detail_label)
         top.addLayout(words, 1)
+        # checked while on: the same action as the menu's, a full-width switch under Talk
+        self.hands_free = QToolButton()
+        self.hands_free.setDefaultAction(actions.hands_free)
+        self.hands_free.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.hands_free.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         tools = QGridLayout()
         self.tool_buttons = {}
         for i, action in enumerate(
@@ -95,6 +101,7 @@ class FloatingWindow(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.meter)
         layout.addWidget(self.talk)
+        layout.addWidget(self.hands_free)
         layout.addLayout(self.extras)
         layout.addLayout(tools)
         self.menu = QMenu(self)  # right-click: the tray's menu
