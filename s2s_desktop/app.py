@@ -397,7 +397,7 @@ class DesktopApp(AppWindows, QObject):
         self.everyday.shutdown()
         self.server.close()
         self.hotkey.stop()
-        self.controller.set_hands_free(False)  # its microphone closes with the app
+        self.controller.close_hands_free()  # its microphone closes with the app
         self.mic.close()
         if not self.pipeline.shutdown(timeout_s=3.0):
             log.warning("some pipeline threads did not stop in time")

@@ -183,6 +183,8 @@ def format_status(status: dict) -> str:
         where = "" if hk.get("available") else f" — unavailable: {hk.get('problem') or '?'}"
         paused = " (paused)" if hk.get("paused") else ""
         lines.append(f"hotkey:     {hk.get('combo', '?')} ({hk.get('mode', '?')}){paused}{where}")
+    if "hands_free" in status:
+        lines.append(f"hands-free: {'on' if status['hands_free'] else 'off'}")
     if status.get("last_error"):
         lines.append(f"last error: {status['last_error']}")
     return "\n".join(lines)

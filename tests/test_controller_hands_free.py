@@ -110,11 +110,15 @@ def test_a_double_tap_of_the_talk_key_toggles_it(qtbot, rig, vad):  # noqa: F811
     ready(qtbot, c, pipe)
     hands_free(c, vad, FakeSoundDevice(input_amplitude=0.0))
     for on in (True, False):
-        hold(qtbot, c, 0.05)
-        qtbot.wait(120)
-        c.hotkey_pressed()
+        # the key's own times, as the hotkey helper stamps them (the app may be busy between)
+        t0 = time.monotonic()
+        c.hotkey_pressed(t0)
+        qtbot.wait(70)
+        c.hotkey_released(t0 + 0.06)  # a tap
+        qtbot.wait(120)  # past the release grace
+        c.hotkey_pressed(t0 + 0.25)
         assert c.situation.hands_free is on and pipe.submitted == []
-        c.hotkey_released()
+        c.hotkey_released(t0 + 0.3)
         qtbot.wait(450)
     assert c.state == "idle"
 

@@ -178,6 +178,7 @@ def test_hands_free_on_and_off_from_the_command_line(qtbot, running_app):
     assert mics[-1].is_open and app.actions.hands_free.isChecked()
     assert "Hands-free" in app.tray.toolTip()
     assert json.loads(cli(qtbot, "status", "--json").stdout)["hands_free"] is True
+    assert "hands-free: on" in cli(qtbot, "status").stdout
     res = cli(qtbot, "hands-free", "off")
     assert res.returncode == 0 and "hands-free conversation off" in res.stdout
     assert not mics[-1].is_open and not app.actions.hands_free.isChecked()

@@ -46,6 +46,10 @@ class HandsFreeEffects:
     def toggle_hands_free(self) -> None:
         self.set_hands_free(not self.situation.hands_free)
 
+    def close_hands_free(self) -> None:
+        """The app quits: its microphone closes (no earcon, no state to show any more)."""
+        self._do_stop_hands_free()
+
     def _on_hands_free_event(self, session, event: HandsFreeEvent) -> None:
         """From the listener's thread, queued to this one."""
         if session is None or session is not self._session:
@@ -59,8 +63,7 @@ class HandsFreeEffects:
         self._released_at = event.decided_at
         self._dispatch(EVENTS[event.kind])
         if event.kind is HandsFreeEventKind.TURN_ENDED and self._voice is not None:
-            if not (self.situation.state is AppState.THINKING and self._voice.turn is None):
-                self._voice.finish()  # a turn the machine did not take: its audio is dropped
+            self._voice.finish()  # sent, or a turn the machine did not take: no more audio
 
     def _follow_reply(self) -> None:
         """The listener hears a reply differently (its echo): told when one starts or ends."""
