@@ -79,9 +79,8 @@ LOOKS = {
     AppState.SPEAKING: StateLook("Speaking", "speaking"),
     AppState.ERROR: StateLook("Problem", "error"),
 }
-# between turns in hands-free conversation the microphone is open: the listening icon, and a
-# word that says why no key is needed
-HANDS_FREE_LOOK = StateLook("Hands-free", "listening")
+# between turns in hands-free conversation the microphone is open, waiting for a voice
+HANDS_FREE_LOOK = StateLook("Hands-free", "hands-free")
 
 
 def look(state: str, hands_free: bool = False) -> StateLook:

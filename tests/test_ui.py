@@ -18,7 +18,7 @@ from s2s_desktop.states import TurnReason
 from s2s_desktop.ui.actions import AppActions
 from s2s_desktop.ui.conversation_window import ConversationWindow
 from s2s_desktop.ui.floating_window import FloatingWindow
-from s2s_desktop.ui.icons import STATES, state_icon
+from s2s_desktop.ui.icons import STATES, icon_named, state_icon
 from s2s_desktop.ui.tray import TrayIcon, tooltip_text
 from tests.helpers import scripted_engines as scripted
 from tests.helpers.fake_mic import FakeMicrophone
@@ -96,7 +96,7 @@ def talk_from_tray(qtbot, app, seconds=0.2):
 def test_every_state_has_its_own_icon(qapp):
     images = []
     for state in STATES:
-        icon = state_icon(state)
+        icon = icon_named(state)
         assert not icon.isNull(), state
         assert {16, 22, 32, 64} <= {s.width() for s in icon.availableSizes()}
         images.append(icon.pixmap(32, 32).toImage())
@@ -131,7 +131,9 @@ def test_the_tray_shows_hands_free_unmistakably(qapp):
     idle_icon = tray.icon().cacheKey()
     tray.show_state("idle", "Just speak: no key needed", None, hands_free=True)
     actions.show_hands_free(True)
-    assert tray.icon().cacheKey() != idle_icon  # the microphone is open: the listening icon
+    assert tray.icon().cacheKey() != idle_icon  # its own icon: the microphone is open
+    assert tray.icon().cacheKey() == state_icon("idle", hands_free=True).cacheKey()
+    assert tray.icon().cacheKey() != state_icon("listening").cacheKey()
     assert tray.toolTip().startswith("s2s-desktop — Hands-free\nJust speak: no key needed")
     assert actions.hands_free.isCheckable() and actions.hands_free.isChecked()
     tray.show_state("speaking", "Speaking…", None, hands_free=True)

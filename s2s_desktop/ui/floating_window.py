@@ -179,8 +179,7 @@ class FloatingWindow(QWidget):
     def show_state(self, state: str, detail: str, hotkey: dict | None = None,
                    hands_free: bool = False) -> None:
         shown = look(state, hands_free)
-        icon_state = AppState.LISTENING if shown.icon == "listening" else state
-        self.icon.setPixmap(state_icon(icon_state).pixmap(32, 32))
+        self.icon.setPixmap(state_icon(state, hands_free).pixmap(32, 32))
         self.state_label.setText(shown.label if state in STATE_WORDS else state)
         # the detail line: what failed, the loading progress, or (no error) how to talk
         error = state == AppState.ERROR

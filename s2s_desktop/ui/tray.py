@@ -56,9 +56,9 @@ class TrayIcon(QSystemTrayIcon):
 
     def show_state(self, state: str, detail: str, hotkey: dict | None = None,
                    hands_free: bool = False) -> None:
-        shown = AppState.LISTENING if look(state, hands_free).icon == "listening" else state
+        shown = look(state, hands_free).icon
         if shown != self.state:
-            self.setIcon(state_icon(shown))
+            self.setIcon(state_icon(state, hands_free))
             self.state = shown
         self.actions.show_state(state)
         text = tooltip_text(state, detail, hotkey, hands_free)
