@@ -88,6 +88,10 @@ class AppController(HandsFreeEffects, QObject):
         self._cap.timeout.connect(self._cap_reached)
         self._watchdog = QTimer(self, interval=250)
         self._watchdog.timeout.connect(self._check_microphone)
+        # a tap's hint waits out the chance of a second tap (a double tap toggles hands-free)
+        self._tap_hint = QTimer(self, singleShot=True)
+        self._tap_hint.timeout.connect(lambda: self._hint(self._tap_text))
+        self._tap_text = ""
 
         self._start_sound_due: tuple[int, float] | None = None  # (turn, press time)
         self._audio_flowing.connect(self._play_start_sound, Qt.ConnectionType.QueuedConnection)
@@ -122,6 +126,7 @@ class AppController(HandsFreeEffects, QObject):
         if tapped and self.settings.hotkey.debounce_ms / 1000 <= since < DOUBLE_TAP_S:
             # a double tap: the first tap's recording is dropped, hands-free turns on or off
             self._last_press = -1e9
+            self._tap_hint.stop()
             self.toggle_hands_free()
             return
         if self._grace.isActive():  # key bounce / auto-repeat inside the release grace
@@ -464,7 +469,12 @@ class AppController(HandsFreeEffects, QObject):
             if self.settings.hotkey.mode == "hold" and self._source in ("hotkey", "button")
             else "Speak a little longer"
         )
-        self._hint(f"{what}: presses under {self.settings.audio.min_press_ms} ms are ignored")
+        self._tap_text = f"{what}: presses under {self.settings.audio.min_press_ms} ms are ignored"
+        left = DOUBLE_TAP_S - (self.clock() - self._last_press)
+        if left > 0:
+            self._tap_hint.start(int(left * 1000))
+        else:
+            self._hint(self._tap_text)
 
     def _do_hint_cap(self) -> None:
         limit = self.settings.audio.max_record_s

@@ -121,6 +121,7 @@ def test_a_double_tap_of_the_talk_key_toggles_it(qtbot, rig, vad):  # noqa: F811
         c.hotkey_released(t0 + 0.3)
         qtbot.wait(450)
     assert c.state == "idle"
+    assert not any("presses under" in n for n in c.notices)  # the taps were not mistakes
 
 
 def test_a_failing_microphone_leaves_it_off_and_push_to_talk_works(qtbot, rig, vad):  # noqa: F811
