@@ -158,7 +158,7 @@ class DesktopApp(AppWindows, QObject):
         a.settings.triggered.connect(self.open_settings)
         a.models.triggered.connect(self.open_models)
         a.pause_hotkey.toggled.connect(self._pause_hotkey)
-        a.hands_free.triggered.connect(lambda on: c.set_hands_free(on))
+        a.hands_free.triggered.connect(self._hands_free_chosen)
         a.quit.triggered.connect(self.quit)
 
     def start(self) -> bool:
@@ -337,6 +337,8 @@ class DesktopApp(AppWindows, QObject):
         if models is not None:
             models.set_settings(settings.copy())  # "in use" follows what runs
         self.everyday.apply_settings(old, settings)
+        if settings.listen.hands_free != old.listen.hands_free:  # `set listen.hands_free=…`
+            self.controller.set_hands_free(settings.listen.hands_free)
         return reloaded
 
     # ------------------------------------------------------------------ commands (IPC)
@@ -364,6 +366,12 @@ class DesktopApp(AppWindows, QObject):
                 "state": c.state,
             }
         return {"state": c.state, "message": c.state}
+
+    def _hands_free_chosen(self, on: bool) -> None:
+        """The menu's checkable action: it checked itself; it shows what happened (a start that
+        failed leaves it unchecked, with the notice saying why)."""
+        self.controller.set_hands_free(on)
+        self.actions.show_hands_free(self.controller.situation.hands_free)
 
     def _cmd_hands_free(self, req: dict) -> dict:
         c = self.controller

@@ -78,7 +78,8 @@ class AppController(HandsFreeEffects, QObject):
         self._release_at: float | None = None  # release waiting out its grace
         self._speaking_ended = 0.0  # pre-roll never reaches back into the assistant's voice
         self._depth = 0  # dispatches running: the outermost one shows the state
-        self._shown = (self.state, self.detail)  # what state_changed last said
+        self._shown = (self.state, self.detail, False)  # what state_changed last said (and
+        # whether hands-free was on: the views show it too)
         # earcons: play(name) -> monotonic time by which the sound has been heard (0: none)
         self.sounds = None
 
@@ -493,8 +494,8 @@ class AppController(HandsFreeEffects, QObject):
 
     # ------------------------------------------------------------------ state
     def _set(self, state: str, detail: str) -> None:
-        changed = (state, detail) != self._shown
-        self._shown = (state, detail)
+        shown = (state, detail, self.situation.hands_free)
+        changed, self._shown = shown != self._shown, shown
         self.detail = detail
         if changed:
             log.info("state: %s", state)

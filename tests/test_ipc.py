@@ -182,5 +182,16 @@ def test_hands_free_on_and_off_from_the_command_line(qtbot, running_app):
     res = cli(qtbot, "hands-free", "off")
     assert res.returncode == 0 and "hands-free conversation off" in res.stdout
     assert not mics[-1].is_open and not app.actions.hands_free.isChecked()
+    assert cli(qtbot, "set", "listen.hands_free=true").returncode == 0  # now, and at start
+    assert app.controller.situation.hands_free and mics[-1].is_open
+    assert cli(qtbot, "set", "listen.hands_free=false").returncode == 0
+    assert not app.controller.situation.hands_free and not mics[-1].is_open
     bad = cli(qtbot, "hands-free", "maybe")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    # the menu's action, with a microphone that fails: unchecked again, the reason shown
+    hands_free(app.controller, vad, FakeSoundDevice(inputs=(), outputs=("Built-in Speakers",)))
+    app.actions.hands_free.trigger()
+    assert not app.actions.hands_free.isChecked() and not app.controller.situation.hands_free
+    assert "push-to-talk still works" in app.controller.last_error
+    failed = cli(qtbot, "hands-free", "on")
+    assert failed.returncode == 1 and "hands-free conversation is off" in failed.stderr
