@@ -3,8 +3,9 @@
 Every event goes through here — hotkey press and release, the tray's Talk, the CLI's toggle /
 talk-start / talk-stop, typed questions, Stop, and the pipeline's news. What each event does
 is decided by the pure `transitions.transition`; this is its thin Qt shell: it conditions the
-key (debounce, release grace), turns inputs into events, and runs the effects (recording,
-earcons, timers, notices, the speaker). QtCore only: it runs headless in tests.
+key (debounce, release grace, a double tap), turns inputs into events, and runs the effects
+(recording, earcons, timers, notices, the speaker; hands-free conversation's in
+hands_free/effects.py). QtCore only: it runs headless in tests.
 """
 
 from __future__ import annotations
