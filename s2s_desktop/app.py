@@ -23,6 +23,8 @@ from .audio.speaker import SpeakerSink
 from .audio_format import TTS_DEFAULT_RATE
 from .controller import LISTENING, AppController
 from .errors import AudioDeviceError, S2SError
+from .hands_free.build import HandsFreeBuilder
+from .hands_free.session import EchoReferenceSpeaker
 from .history import Exchange, History, current_conversation
 from .hotkey.client import HotkeyClient
 from .ipc import CommandServer
@@ -77,7 +79,8 @@ class DesktopApp(AppWindows, QObject):
         earlier, problems = self.history.load()
         self.conversation = Conversation(current_conversation(earlier))
         # mic / speaker are injectable so tests can run the whole app without sound hardware
-        self.speaker = speaker or SpeakerSink(
+        # what it plays is the hands-free echo canceller's reference (nothing while it is off)
+        self.speaker = speaker or EchoReferenceSpeaker(
             settings.audio.output_device, on_notice=self.notice_posted.emit
         )
         self.mic = mic or Microphone(
@@ -89,6 +92,9 @@ class DesktopApp(AppWindows, QObject):
         )
         self.pipeline = Pipeline(settings, self.speaker, self.conversation)
         self.controller = AppController(settings, self.pipeline, self.mic)
+        self.controller.hands_free_factory = HandsFreeBuilder(
+            lambda: self.settings, self.speaker, on_notice=self.notice_posted.emit
+        )
         self.hotkey = HotkeyClient(settings.hotkey, self)
         self.actions = AppActions(self)
 
@@ -115,6 +121,7 @@ class DesktopApp(AppWindows, QObject):
                 "talk-stop": self._cmd_talk,
                 "quit": self._cmd_quit,
                 "launch": self._cmd_launch,
+                "hands-free": self._cmd_hands_free,
             },
             parent=self,
         )
@@ -151,6 +158,7 @@ class DesktopApp(AppWindows, QObject):
         a.settings.triggered.connect(self.open_settings)
         a.models.triggered.connect(self.open_models)
         a.pause_hotkey.toggled.connect(self._pause_hotkey)
+        a.hands_free.triggered.connect(self._hands_free_chosen)
         a.quit.triggered.connect(self.quit)
 
     def start(self) -> bool:
@@ -169,6 +177,8 @@ class DesktopApp(AppWindows, QObject):
         # and closed, so the first press opens as fast as every later one
         QTimer.singleShot(0, self._prepare_microphone)
         self.hotkey.start()
+        if self.settings.listen.hands_free:  # on from the start: it listens once loaded
+            self.controller.set_hands_free(True)
         self._first_run_help()
         self._first_run_models()
         return True
@@ -192,9 +202,12 @@ class DesktopApp(AppWindows, QObject):
 
     def _state_changed(self, state: str, detail: str) -> None:
         self.controller.hotkey_info = self.hotkey.info()
-        for view in (self.tray, self.floating, self.window):
+        hands_free = self.controller.situation.hands_free
+        self.actions.show_hands_free(hands_free)
+        for view in (self.tray, self.floating):
             if view is not None:
-                view.show_state(state, detail, self.controller.hotkey_info)
+                view.show_state(state, detail, self.controller.hotkey_info, hands_free)
+        self.window.show_state(state, detail, self.controller.hotkey_info)
 
     def _speaker_follows(self, wanted: bool) -> None:
         """The output stream runs only around a turn (an open one costs CPU at idle): opened
@@ -324,6 +337,8 @@ class DesktopApp(AppWindows, QObject):
         if models is not None:
             models.set_settings(settings.copy())  # "in use" follows what runs
         self.everyday.apply_settings(old, settings)
+        if settings.listen.hands_free != old.listen.hands_free:  # `set listen.hands_free=…`
+            self.controller.set_hands_free(settings.listen.hands_free)
         return reloaded
 
     # ------------------------------------------------------------------ commands (IPC)
@@ -352,6 +367,24 @@ class DesktopApp(AppWindows, QObject):
             }
         return {"state": c.state, "message": c.state}
 
+    def _hands_free_chosen(self, on: bool) -> None:
+        """The menu's checkable action: it checked itself; it shows what happened (a start that
+        failed leaves it unchecked, with the notice saying why)."""
+        self.controller.set_hands_free(on)
+        self.actions.show_hands_free(self.controller.situation.hands_free)
+
+    def _cmd_hands_free(self, req: dict) -> dict:
+        c = self.controller
+        c.last_notice = ""
+        on = bool(req.get("on"))
+        c.set_hands_free(on)
+        if c.situation.hands_free is not on:
+            return {"ok": False, "error": c.last_notice or c.last_error, "state": c.state}
+        word = "on" if on else "off"
+        waits = " (it listens once the models are loaded)" if on and c.state == "loading" else ""
+        return {"state": c.state, "hands_free": on,
+                "message": f"hands-free conversation {word}{waits}"}
+
     def _cmd_quit(self, req: dict) -> dict:
         QTimer.singleShot(0, self.quit)
         return {"message": "s2s-desktop is quitting"}
@@ -372,6 +405,7 @@ class DesktopApp(AppWindows, QObject):
         self.everyday.shutdown()
         self.server.close()
         self.hotkey.stop()
+        self.controller.close_hands_free()  # its microphone closes with the app
         self.mic.close()
         if not self.pipeline.shutdown(timeout_s=3.0):
             log.warning("some pipeline threads did not stop in time")

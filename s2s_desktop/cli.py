@@ -15,7 +15,7 @@ from . import __version__
 from .errors import S2SError
 from .profiles import PROFILES
 
-APP_COMMANDS = ("toggle", "talk-start", "talk-stop", "quit", "status", "stop")
+APP_COMMANDS = ("toggle", "talk-start", "talk-stop", "quit", "status", "stop", "hands-free")
 APP_COMMAND_HELP = {
     "toggle": "tell the running app to start listening, or to stop and send (bind this to a "
     "desktop shortcut on Wayland)",
@@ -24,6 +24,8 @@ APP_COMMAND_HELP = {
     "quit": "tell the running app to quit",
     "status": "print the running app's state, loaded models, hotkey and last turn",
     "stop": "tell the running app to stop speaking (the reply is kept as far as spoken)",
+    "hands-free": "turn the running app's hands-free conversation on or off (no key: it "
+    "listens, answers when you finish, and turns itself off after listen.hands_free_timeout_s)",
 }
 DESCRIPTION = """A private, local push-to-talk voice assistant.
 
@@ -38,6 +40,7 @@ EPILOG = """examples:
   s2s-desktop ask "What time is it?"       ask the running app; it answers aloud
   s2s-desktop models list                  which models are installed and which are in use
   s2s-desktop toggle                       start/stop listening in the running app
+  s2s-desktop hands-free on                talk without the key until you say nothing for a while
   s2s-desktop set tts.speed=1.3            the running app speaks faster (saved, as Settings… does)
 
 Settings live in settings.json (Settings… in the app, or `s2s-desktop set`); --profile and
@@ -135,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                            + APP_COMMAND_HELP[name][1:] + ".")
         if name == "status":
             p.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "hands-free":
+            p.add_argument("switch", choices=("on", "off"), help="on or off")
     set_ = sub.add_parser(
         "set", help="change settings of the running app and save them, as Settings… does",
         description="Change settings of the running app and save them, as Settings → Apply "
@@ -237,7 +242,8 @@ def cmd_devices(args) -> int:
 def cmd_app_control(args) -> int:
     from .ipc import send_command
 
-    return send_command(args.command, json_output=getattr(args, "json", False))
+    payload = {"on": args.switch == "on"} if args.command == "hands-free" else None
+    return send_command(args.command, json_output=getattr(args, "json", False), payload=payload)
 
 
 def cmd_settings(args) -> int:

@@ -3,8 +3,9 @@
 Every event goes through here — hotkey press and release, the tray's Talk, the CLI's toggle /
 talk-start / talk-stop, typed questions, Stop, and the pipeline's news. What each event does
 is decided by the pure `transitions.transition`; this is its thin Qt shell: it conditions the
-key (debounce, release grace), turns inputs into events, and runs the effects (recording,
-earcons, timers, notices, the speaker). QtCore only: it runs headless in tests.
+key (debounce, release grace, a double tap), turns inputs into events, and runs the effects
+(recording, earcons, timers, notices, the speaker; hands-free conversation's in
+hands_free/effects.py). QtCore only: it runs headless in tests.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from .audio_format import SAMPLE_RATE
 from .config import Settings
 from .errors import AudioDeviceError
+from .hands_free.effects import DOUBLE_TAP_S, HandsFreeEffects
 from .pipeline.turns import FinishedTurn
 from .states import STAGES, AppState, StageState, TurnReason
 from .transitions import Event, Readiness, Situation, transition
@@ -42,11 +44,12 @@ class Recorder(Protocol):
     def check(self) -> None: ...
 
 
-class AppController(QObject):
+class AppController(HandsFreeEffects, QObject):
     state_changed = Signal(str, str)  # state, one line saying what is happening / what failed
     notice = Signal(str)  # a hint the user should see (tap ignored, still loading, cap reached)
     speaker_wanted = Signal(bool)  # open the output now (True) / once what is queued played
     _audio_flowing = Signal(int)  # from the audio thread: the microphone delivers (turn)
+    hands_free_event = Signal(object, object)  # from the listener's thread: (session, event)
 
     def __init__(self, settings: Settings, pipeline, recorder: Recorder, clock=time.monotonic):
         super().__init__()
@@ -76,7 +79,8 @@ class AppController(QObject):
         self._release_at: float | None = None  # release waiting out its grace
         self._speaking_ended = 0.0  # pre-roll never reaches back into the assistant's voice
         self._depth = 0  # dispatches running: the outermost one shows the state
-        self._shown = (self.state, self.detail)  # what state_changed last said
+        self._shown = (self.state, self.detail, False)  # what state_changed last said (and
+        # whether hands-free was on: the views show it too)
         # earcons: play(name) -> monotonic time by which the sound has been heard (0: none)
         self.sounds = None
 
@@ -86,9 +90,16 @@ class AppController(QObject):
         self._cap.timeout.connect(self._cap_reached)
         self._watchdog = QTimer(self, interval=250)
         self._watchdog.timeout.connect(self._check_microphone)
+        # a tap's hint waits out the chance of a second tap (a double tap toggles hands-free)
+        self._tap_hint = QTimer(self, singleShot=True)
+        self._tap_hint.timeout.connect(lambda: self._hint(self._tap_text))
+        self._tap_text = ""
 
         self._start_sound_due: tuple[int, float] | None = None  # (turn, press time)
         self._audio_flowing.connect(self._play_start_sound, Qt.ConnectionType.QueuedConnection)
+        self.hands_free_event.connect(
+            self._on_hands_free_event, Qt.ConnectionType.QueuedConnection
+        )
 
         ev = pipeline.events  # emitted from stage threads: default (queued) connections
         ev.stage_state.connect(self._on_stage_state)
@@ -105,6 +116,21 @@ class AppController(QObject):
     # ------------------------------------------------------------------ inputs
     def hotkey_pressed(self, at: float | None = None) -> None:
         at = self._now(at)
+        # a double tap: the first press was a tap (its recording would be dropped as too
+        # short), the second comes within DOUBLE_TAP_S of it. A key up still inside its grace
+        # is key repeat or bounce, not a tap
+        since, tap_s = at - self._last_press, self.settings.audio.min_press_ms / 1000
+        if self.settings.hotkey.mode == "toggle":
+            tapped = since < tap_s
+        else:
+            up = self._key_up_at - self._last_press
+            tapped = 0 < up < tap_s and not self._grace.isActive()
+        if tapped and self.settings.hotkey.debounce_ms / 1000 <= since < DOUBLE_TAP_S:
+            # a double tap: the first tap's recording is dropped, hands-free turns on or off
+            self._last_press = -1e9
+            self._tap_hint.stop()
+            self.toggle_hands_free()
+            return
         if self._grace.isActive():  # key bounce / auto-repeat inside the release grace
             self._grace.stop()
             self._release_at = None
@@ -135,7 +161,7 @@ class AppController(QObject):
             self._end_recording(self._now(None), "button")
 
     def toggle(self, source: str = "cli", at: float | None = None) -> None:
-        if self.state == LISTENING:
+        if self.situation.recording_by_key:
             self.talk_stop(source, at)
         else:
             self.talk_start(source, at)
@@ -290,6 +316,7 @@ class AppController(QObject):
         finally:
             self._depth -= 1
         if self._depth == 0:
+            self._follow_reply()
             self._set(self.situation.state, self._detail(self.situation))
 
     def _detail(self, now: Situation) -> str:
@@ -300,6 +327,8 @@ class AppController(QObject):
                 self.last_error = self._load_error_line()
                 return self.last_error
             return self.error_now
+        if now.state == IDLE and now.hands_free_listening:
+            return "Just speak: no key needed"
         return {IDLE: "Ready", LISTENING: "Listening…", THINKING: "Thinking…",
                 SPEAKING: "Speaking…"}[now.state]
 
@@ -442,7 +471,12 @@ class AppController(QObject):
             if self.settings.hotkey.mode == "hold" and self._source in ("hotkey", "button")
             else "Speak a little longer"
         )
-        self._hint(f"{what}: presses under {self.settings.audio.min_press_ms} ms are ignored")
+        self._tap_text = f"{what}: presses under {self.settings.audio.min_press_ms} ms are ignored"
+        left = DOUBLE_TAP_S - (self.clock() - self._last_press)
+        if left > 0:
+            self._tap_hint.start(int(left * 1000))
+        else:
+            self._hint(self._tap_text)
 
     def _do_hint_cap(self) -> None:
         limit = self.settings.audio.max_record_s
@@ -461,8 +495,8 @@ class AppController(QObject):
 
     # ------------------------------------------------------------------ state
     def _set(self, state: str, detail: str) -> None:
-        changed = (state, detail) != self._shown
-        self._shown = (state, detail)
+        shown = (state, detail, self.situation.hands_free)
+        changed, self._shown = shown != self._shown, shown
         self.detail = detail
         if changed:
             log.info("state: %s", state)
@@ -500,6 +534,7 @@ class AppController(QObject):
             "models": self.pipeline.loaded(),
             "stages": dict(self.stage_states),
             "last_error": self.last_error,
+            "hands_free": self.situation.hands_free,
             "hotkey": dict(self.hotkey_info),
             "turn": dict(self.turn_info),
             "clock": self.clock(),

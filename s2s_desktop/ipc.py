@@ -2,7 +2,7 @@
 
 A QLocalServer (a Unix socket only the user can open, or a named pipe on Windows) speaks
 JSON lines: the client sends {"command": NAME, ...}, the app answers {"ok": true|false, ...}.
-`s2s-desktop toggle|talk-start|talk-stop|quit|status|set|get|ask|stop` use it, and a second
+`s2s-desktop toggle|talk-start|talk-stop|quit|status|set|get|ask|stop|hands-free` use it, and a second
 launch of the app asks the first to show itself ("launch") instead of starting another.
 """
 
@@ -183,6 +183,8 @@ def format_status(status: dict) -> str:
         where = "" if hk.get("available") else f" — unavailable: {hk.get('problem') or '?'}"
         paused = " (paused)" if hk.get("paused") else ""
         lines.append(f"hotkey:     {hk.get('combo', '?')} ({hk.get('mode', '?')}){paused}{where}")
+    if "hands_free" in status:
+        lines.append(f"hands-free: {'on' if status['hands_free'] else 'off'}")
     if status.get("last_error"):
         lines.append(f"last error: {status['last_error']}")
     return "\n".join(lines)
@@ -204,10 +206,11 @@ def accepted(command: str, payload: dict | None = None, name: str | None = None)
     return reply
 
 
-def send_command(name: str, json_output: bool = False) -> int:
-    """The CLI's side of toggle / talk-start / talk-stop / quit / status; the exit code."""
+def send_command(name: str, json_output: bool = False, payload: dict | None = None) -> int:
+    """The CLI's side of toggle / talk-start / talk-stop / quit / status / hands-free; the
+    exit code."""
     try:
-        reply = accepted(name)
+        reply = accepted(name, payload)
     except (TimeoutError, ConnectionError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

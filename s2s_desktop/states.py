@@ -79,3 +79,12 @@ LOOKS = {
     AppState.SPEAKING: StateLook("Speaking", "speaking"),
     AppState.ERROR: StateLook("Problem", "error"),
 }
+# between turns in hands-free conversation the microphone is open, waiting for a voice
+HANDS_FREE_LOOK = StateLook("Hands-free", "hands-free")
+
+
+def look(state: str, hands_free: bool = False) -> StateLook:
+    """How `state` looks; ready in hands-free conversation looks like HANDS_FREE_LOOK."""
+    if hands_free and state == AppState.IDLE:
+        return HANDS_FREE_LOOK
+    return LOOKS.get(state, LOOKS[AppState.IDLE])

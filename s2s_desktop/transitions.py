@@ -2,8 +2,10 @@
 next situation and the effects to run, in order. No Qt, no clock, no I/O: AppController
 (controller.py) turns inputs and pipeline news into events and runs the effects.
 
-Each event has one rule below; a new mode (hands-free: the microphone open, the turn ended by
-a model, a barge-in by voice) adds its states, events and rules without touching the others.
+Each event has one rule below. Hands-free conversation is a flag on the situation: while it
+is on (and the models are ready, and no key recording runs) the hands-free microphone listens;
+`transition` itself adds the effect that starts or stops it whenever that changes, so the
+push-to-talk microphone and the hands-free one are never open together.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ class Event(StrEnum):
     MODELS_LOADING = "models loading"  # a stage started loading or reloading
     MODELS_READY = "models ready"  # no stage is loading and none failed
     MODELS_FAILED = "models failed"  # a stage failed to load
+    HANDS_FREE_ON = "hands-free on"  # tray, floating window, CLI, double tap, settings
+    HANDS_FREE_OFF = "hands-free off"
+    HANDS_FREE_TIMED_OUT = "hands-free timed out"  # nothing said for listen.hands_free_timeout_s
+    HANDS_FREE_LOST = "hands-free lost"  # its microphone or echo canceller failed
+    SPEECH_STARTED = "speech started"  # hands-free heard the user start a turn
+    VOICE_BARGE_IN = "voice barge-in"  # hands-free heard the user over the reply
+    TURN_ENDED = "turn ended"  # hands-free: the end-of-turn model says the user finished
 
 
 class Effect(StrEnum):
@@ -69,6 +78,16 @@ class Effect(StrEnum):
     HINT_NOTHING_HEARD = "hint nothing heard"
     FORGET_CONVERSATION = "forget conversation"
     UNLOAD_MODELS = "unload models"
+    START_HANDS_FREE = "start hands-free"  # open its microphone and listen (added by transition)
+    STOP_HANDS_FREE = "stop hands-free"  # close its microphone (added by transition)
+    OPEN_VOICE_TURN = "open voice turn"  # a live turn fed by the hands-free microphone
+    SUBMIT_VOICE_TURN = "submit voice turn"  # its end: the speech so far is the question
+    CANCEL_VOICE_TURN = "cancel voice turn"  # drop it, its turn closed as interrupted
+    SOUND_HANDS_FREE_ON = "sound hands-free on"
+    SOUND_HANDS_FREE_OFF = "sound hands-free off"
+    HINT_HANDS_FREE_WAITS = "hint hands-free waits"  # on while loading: it starts when loaded
+    HINT_HANDS_FREE_TIMED_OUT = "hint hands-free timed out"
+    HINT_HANDS_FREE_LOST = "hint hands-free lost"  # what failed, and that the key still works
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,19 @@ class Situation:
     state: AppState = LOADING
     models: Readiness = Readiness.LOADING
     error_shown: bool = False  # a device or turn error stays shown until the next press
+    hands_free: bool = False  # the user turned hands-free conversation on
+    by_voice: bool = False  # LISTENING: the turn was opened by the hands-free microphone
+
+    @property
+    def hands_free_listening(self) -> bool:
+        """The hands-free microphone is open: the mode is on, the models are ready (its VAD
+        is one), and no push-to-talk recording (which has the other microphone) runs."""
+        ready = self.models is Readiness.READY
+        return self.hands_free and ready and not self.recording_by_key
+
+    @property
+    def recording_by_key(self) -> bool:
+        return self.state is LISTENING and not self.by_voice
 
     @property
     def rest(self) -> AppState:
@@ -94,13 +126,22 @@ Step = tuple[Situation, Effects]
 
 
 def transition(now: Situation, event: Event) -> Step:
-    """The next situation and the effects to run, in order, for `event` in `now`."""
-    return _RULES[event](now)
+    """The next situation and the effects to run, in order, for `event` in `now`. The
+    hands-free microphone closes first (before a key recording opens the other one) and opens
+    last (after a key recording closed)."""
+    after, effects = _RULES[event](now)
+    if now.hands_free_listening and not after.hands_free_listening:
+        effects = (Effect.STOP_HANDS_FREE, *effects)
+    elif after.hands_free_listening and not now.hands_free_listening:
+        effects = (*effects, Effect.START_HANDS_FREE)
+    return after, effects
 
 
 def _go(now: Situation, state: AppState, *effects: Effect, **changes) -> Step:
     """Move to `state`; entering a rest state from a turn or loading closes the speaker."""
     closing = (Effect.CLOSE_SPEAKER,) if state.resting and not now.state.resting else ()
+    if state is not LISTENING:
+        changes.setdefault("by_voice", False)
     return replace(now, state=state, **changes), (*effects, *closing)
 
 
@@ -108,9 +149,19 @@ def _stay(now: Situation, *effects: Effect) -> Step:
     return now, effects
 
 
+def _drop_listening(now: Situation) -> Effects:
+    """The recording now running, dropped: the key's, or the hands-free microphone's."""
+    if now.state is not LISTENING:
+        return ()
+    return (Effect.CANCEL_VOICE_TURN if now.by_voice else Effect.CANCEL_RECORDING,)
+
+
 def _press(now: Situation) -> Step:
-    if now.state is LISTENING:
+    if now.recording_by_key:
         return _stay(now)
+    if now.state is LISTENING:  # over a hands-free turn: the key's explicit turn replaces it
+        return _go(now, LISTENING, Effect.CANCEL_VOICE_TURN, Effect.START_RECORDING,
+                   Effect.OPEN_SPEAKER, by_voice=False, error_shown=False)
     if now.state is LOADING:
         return _stay(now, Effect.HINT_LOADING)
     if now.models is Readiness.FAILED:
@@ -123,29 +174,29 @@ def _press(now: Situation) -> Step:
 
 
 def _key_up(now: Situation) -> Step:
-    return _stay(now, Effect.START_RELEASE_GRACE) if now.state is LISTENING else _stay(now)
+    return _stay(now, Effect.START_RELEASE_GRACE) if now.recording_by_key else _stay(now)
 
 
 def _release(now: Situation) -> Step:
-    if now.state is not LISTENING:
+    if not now.recording_by_key:
         return _stay(now)
     return _go(now, THINKING, Effect.SUBMIT_RECORDING, Effect.SOUND_LISTEN_STOP)
 
 
 def _tap(now: Situation) -> Step:
-    if now.state is not LISTENING:
+    if not now.recording_by_key:
         return _stay(now)
     return _go(now, now.rest, Effect.DISCARD_TAP, Effect.HINT_TAP)
 
 
 def _cap(now: Situation) -> Step:
-    if now.state is not LISTENING:
+    if not now.recording_by_key:
         return _stay(now)
     return _go(now, THINKING, Effect.HINT_CAP, Effect.SUBMIT_RECORDING, Effect.SOUND_LISTEN_STOP)
 
 
 def _ask(now: Situation) -> Step:
-    drop = (Effect.CANCEL_RECORDING,) if now.state is LISTENING else ()
+    drop = _drop_listening(now)
     # the output opens as the question is sent: a stream started by the reply itself lost
     # its first words through PulseAudio (issue 33)
     return _go(now, THINKING, *drop, Effect.OPEN_SPEAKER, Effect.SUBMIT_TEXT, error_shown=False)
@@ -173,7 +224,7 @@ def _device_error(now: Situation) -> Step:
     if now.state is LOADING:
         return _stay(replace(now, error_shown=True))  # shown once loading ends
     drop = {
-        LISTENING: (Effect.CANCEL_RECORDING,),
+        LISTENING: _drop_listening(now),
         THINKING: (Effect.INTERRUPT_REPLY,),  # the recording failed as it was submitted
         SPEAKING: (Effect.INTERRUPT_REPLY,),
     }.get(now.state, ())
@@ -186,8 +237,8 @@ def _problem(now: Situation) -> Step:
 
 
 def _stop(now: Situation) -> Step:
-    if now.state is LISTENING:
-        return _go(now, now.rest, Effect.CANCEL_RECORDING)
+    if now.state is LISTENING:  # hands-free stays on: Stop ends what runs, not the mode
+        return _go(now, now.rest, *_drop_listening(now))
     if now.state.answering:
         return _go(now, now.rest, Effect.INTERRUPT_REPLY, Effect.NOTE_REPLY_ENDED)
     return _stay(now, Effect.SILENCE)
@@ -198,17 +249,64 @@ def _new_conversation(now: Situation) -> Step:
 
 
 def _idle_unload(now: Situation) -> Step:
-    return _stay(now, Effect.UNLOAD_MODELS) if now.state is IDLE else _stay(now)
+    # the hands-free microphone's VAD and the next answer need the models: kept while it is on
+    idle = now.state is IDLE and not now.hands_free
+    return _stay(now, Effect.UNLOAD_MODELS) if idle else _stay(now)
 
 
 def _models(readiness: Readiness) -> Callable[[Situation], Step]:
     def rule(now: Situation) -> Step:
         after = replace(now, models=readiness)
+        if now.by_voice and now.state is LISTENING and readiness is not Readiness.READY:
+            # its microphone closes while the stage reloads: the turn it was hearing is dropped
+            return _go(after, after.rest, Effect.CANCEL_VOICE_TURN)
         if now.state.busy:
             return _stay(after)  # a turn is running; the state settles when it ends
         return _go(after, after.rest)
 
     return rule
+
+
+def _hands_free_on(now: Situation) -> Step:
+    if now.hands_free:
+        return _stay(now)
+    if now.models is Readiness.FAILED:
+        return _stay(now, Effect.HINT_CANNOT_LISTEN)
+    waits = (Effect.HINT_HANDS_FREE_WAITS,) if now.models is Readiness.LOADING else ()
+    on = replace(now, hands_free=True)
+    if now.state is LISTENING:  # a key recording (or the first tap of a double tap) is dropped
+        return _go(on, now.rest, *_drop_listening(now), Effect.SOUND_HANDS_FREE_ON)
+    return _stay(on, Effect.SOUND_HANDS_FREE_ON, *waits)
+
+
+def _hands_free_ends(*effects: Effect) -> Callable[[Situation], Step]:
+    """Off by hand, timed out or lost: a turn still being heard is dropped; a reply that is
+    being written or spoken goes on (only the microphone closes)."""
+
+    def rule(now: Situation) -> Step:
+        if not now.hands_free:
+            return _stay(now)
+        off = replace(now, hands_free=False)
+        if now.state is LISTENING:
+            return _go(off, now.rest, *_drop_listening(now), *effects)
+        return _stay(off, *effects)
+
+    return rule
+
+
+def _speech_started(now: Situation) -> Step:
+    """Hands-free heard the user begin: a live turn, over a reply too (a barge-in by voice)."""
+    if not now.hands_free_listening or now.state is LISTENING:
+        return _stay(now)  # an event from a session already stopped, or a turn already open
+    barge_in = (Effect.BARGE_IN, Effect.NOTE_REPLY_ENDED) if now.state.answering else ()
+    return _go(now, LISTENING, *barge_in, Effect.OPEN_VOICE_TURN, Effect.OPEN_SPEAKER,
+               by_voice=True, error_shown=False)
+
+
+def _turn_ended(now: Situation) -> Step:
+    if not (now.state is LISTENING and now.by_voice):
+        return _stay(now)
+    return _go(now, THINKING, Effect.SUBMIT_VOICE_TURN)
 
 
 _RULES: dict[Event, Callable[[Situation], Step]] = {
@@ -231,4 +329,13 @@ _RULES: dict[Event, Callable[[Situation], Step]] = {
     Event.MODELS_LOADING: _models(Readiness.LOADING),
     Event.MODELS_READY: _models(Readiness.READY),
     Event.MODELS_FAILED: _models(Readiness.FAILED),
+    Event.HANDS_FREE_ON: _hands_free_on,
+    Event.HANDS_FREE_OFF: _hands_free_ends(Effect.SOUND_HANDS_FREE_OFF),
+    Event.HANDS_FREE_TIMED_OUT: _hands_free_ends(
+        Effect.SOUND_HANDS_FREE_OFF, Effect.HINT_HANDS_FREE_TIMED_OUT
+    ),
+    Event.HANDS_FREE_LOST: _hands_free_ends(Effect.SOUND_ERROR, Effect.HINT_HANDS_FREE_LOST),
+    Event.SPEECH_STARTED: _speech_started,
+    Event.VOICE_BARGE_IN: _speech_started,  # the listener already judged it was the user
+    Event.TURN_ENDED: _turn_ended,
 }

@@ -5,7 +5,8 @@
 Each state has its own colour *and* shape, with a dark rim and a light halo, so it reads on
 light and dark menu bars and for colour-blind users: idle (slate disc, microphone), listening
 (red disc, filled microphone), thinking (blue disc, three dots), speaking (green disc, speaker
-with waves), error (yellow triangle, "!"), loading (grey disc, a ring not yet closed).
+with waves), error (yellow triangle, "!"), loading (grey disc, a ring not yet closed),
+hands-free (purple disc, filled microphone between sound waves: open, waiting for a voice).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from PySide6.QtGui import QBrush, QColor, QGuiApplication, QImage, QPainter, QPa
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "resources" / "icons"
 SIZES = (16, 22, 32, 48, 64, 128)
-STATES = ("idle", "listening", "thinking", "speaking", "error", "loading")
+STATES = ("idle", "listening", "thinking", "speaking", "error", "loading", "hands-free")
 FILL = {
     "idle": "#52657d",
     "listening": "#e53935",
@@ -29,6 +30,7 @@ FILL = {
     "speaking": "#2e9e4f",
     "error": "#ffc107",
     "loading": "#8a8f96",
+    "hands-free": "#7b3fb5",
 }
 GLYPH = {"error": "#1b1b1b"}  # everything else draws its glyph in white
 RIM = QColor(0, 0, 0, 150)
@@ -77,6 +79,16 @@ def _microphone(p: QPainter, s: float, color: str, filled: bool) -> None:
     p.drawArc(arc, 200 * 16, 140 * 16)  # the holder, under the capsule
     p.drawLine(QPointF(s * 0.5, s * 0.66), QPointF(s * 0.5, s * 0.76))
     p.drawLine(QPointF(s * 0.39, s * 0.77), QPointF(s * 0.61, s * 0.77))
+
+
+def _waves(p: QPainter, s: float, color: str) -> None:
+    """A sound wave on each side of the microphone: it hears the room, no key needed."""
+    p.setPen(_pen(color, max(1.2, s * 0.06)))
+    p.setBrush(Qt.BrushStyle.NoBrush)
+    for inset in (0.19, 0.10):  # two waves a side, clear of the microphone's holder
+        box = QRectF(s * inset, s * (inset + 0.10), s * (1 - 2 * inset), s * (0.66 - 2 * inset))
+        p.drawArc(box, 145 * 16, 70 * 16)  # left
+        p.drawArc(box, -35 * 16, 70 * 16)  # right
 
 
 def _dots(p: QPainter, s: float, color: str) -> None:
@@ -140,8 +152,10 @@ def draw(state: str, size: int) -> QImage:
     s = float(size)
     _badge(p, s, state)
     color = GLYPH.get(state, "#ffffff")
-    if state in ("idle", "listening"):
-        _microphone(p, s, color, filled=state == "listening")
+    if state in ("idle", "listening", "hands-free"):
+        _microphone(p, s, color, filled=state != "idle")
+        if state == "hands-free":
+            _waves(p, s, color)
     elif state == "thinking":
         _dots(p, s, color)
     elif state == "speaking":

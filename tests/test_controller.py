@@ -196,6 +196,8 @@ def test_a_tap_is_ignored_with_a_hint(qtbot, rig):
     assert pipe.submitted == [] and rec.cancelled == 1
     assert pipe.interrupts >= 2  # the live turn begun at the press was dropped
     assert pipe.interrupt_reasons[-1] == "too short"  # its own reason, not "interrupted"
+    # said once a second tap (a double tap: hands-free) can no longer follow
+    qtbot.waitUntil(lambda: bool(c.notices) and "Hold the key" in c.notices[-1], timeout=1000)
     assert "Hold the key" in c.notices[-1] and "150 ms" in c.notices[-1]
 
 

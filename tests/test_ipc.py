@@ -161,3 +161,37 @@ def test_talk_start_while_loading_fails_with_the_reason(qtbot, running_app):
     res = cli(qtbot, "talk-start")
     assert res.returncode == 1 and "still loading" in res.stderr
     app.pipeline.events.stage_state.emit("llm", "ready", "word-by-word")
+
+
+def test_hands_free_on_and_off_from_the_command_line(qtbot, running_app):
+    from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
+    from tests.helpers.fake_sounddevice import FakeSoundDevice
+    from tests.test_controller_hands_free import hands_free
+    from tests.test_hands_free import VADSettings
+
+    app = running_app
+    vad = SileroOnnxVAD(VADSettings())
+    vad.load()
+    mics = hands_free(app.controller, vad, FakeSoundDevice(input_amplitude=0.0))
+    res = cli(qtbot, "hands-free", "on")
+    assert res.returncode == 0 and "hands-free conversation on" in res.stdout, res.stderr
+    assert mics[-1].is_open and app.actions.hands_free.isChecked()
+    assert "Hands-free" in app.tray.toolTip()
+    assert json.loads(cli(qtbot, "status", "--json").stdout)["hands_free"] is True
+    assert "hands-free: on" in cli(qtbot, "status").stdout
+    res = cli(qtbot, "hands-free", "off")
+    assert res.returncode == 0 and "hands-free conversation off" in res.stdout
+    assert not mics[-1].is_open and not app.actions.hands_free.isChecked()
+    assert cli(qtbot, "set", "listen.hands_free=true").returncode == 0  # now, and at start
+    assert app.controller.situation.hands_free and mics[-1].is_open
+    assert cli(qtbot, "set", "listen.hands_free=false").returncode == 0
+    assert not app.controller.situation.hands_free and not mics[-1].is_open
+    bad = cli(qtbot, "hands-free", "maybe")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    # the menu's action, with a microphone that fails: unchecked again, the reason shown
+    hands_free(app.controller, vad, FakeSoundDevice(inputs=(), outputs=("Built-in Speakers",)))
+    app.actions.hands_free.trigger()
+    assert not app.actions.hands_free.isChecked() and not app.controller.situation.hands_free
+    assert "push-to-talk still works" in app.controller.last_error
+    failed = cli(qtbot, "hands-free", "on")
+    assert failed.returncode == 1 and "hands-free conversation is off" in failed.stderr

@@ -3,6 +3,8 @@ where the models are loading or failed or an error is shown. Pure: no Qt, no clo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from s2s_desktop.controller import AppController
@@ -79,7 +81,7 @@ TABLE = {
 @pytest.mark.parametrize("state", list(AppState))
 def test_every_state_and_event(state, event):
     now = at(state)
-    step_state, step_effects = TABLE.get((state, event), (state, ()))
+    step_state, step_effects = {**TABLE, **HANDS_FREE_OFF_TABLE}.get((state, event), (state, ()))
     after, effects = transition(now, event)
     assert (after.state, effects) == (step_state, step_effects)
 
@@ -134,3 +136,159 @@ def test_the_groupings_are_defined_once_on_the_state():
 def test_the_controller_runs_every_effect():
     missing = [e for e in Effect if not hasattr(AppController, "_do_" + e.name.lower())]
     assert missing == []
+
+
+# ---------------------------------------------------------------- hands-free conversation
+HF_START, HF_STOP = E.START_HANDS_FREE, E.STOP_HANDS_FREE
+OFF_SOUND, ON_SOUND = E.SOUND_HANDS_FREE_OFF, E.SOUND_HANDS_FREE_ON
+VOICE = (E.OPEN_VOICE_TURN, E.OPEN_SPEAKER)
+BARGE = (E.BARGE_IN, E.NOTE_REPLY_ENDED)
+
+# hands-free off: only turning it on does anything (the rest is the table above)
+HANDS_FREE_OFF_TABLE = {
+    (LOADING, Event.HANDS_FREE_ON): (LOADING, (ON_SOUND, E.HINT_HANDS_FREE_WAITS)),
+    (IDLE, Event.HANDS_FREE_ON): (IDLE, (ON_SOUND, HF_START)),
+    (ERROR, Event.HANDS_FREE_ON): (ERROR, (ON_SOUND, HF_START)),
+    (THINKING, Event.HANDS_FREE_ON): (THINKING, (ON_SOUND, HF_START)),
+    (SPEAKING, Event.HANDS_FREE_ON): (SPEAKING, (ON_SOUND, HF_START)),
+    # the key's recording (a double tap's first tap) is dropped: one microphone at a time
+    (LISTENING, Event.HANDS_FREE_ON): (IDLE, (E.CANCEL_RECORDING, ON_SOUND, CLOSE, HF_START)),
+}
+HANDS_FREE_EVENTS = [
+    Event.HANDS_FREE_ON, Event.HANDS_FREE_OFF, Event.HANDS_FREE_TIMED_OUT,
+    Event.HANDS_FREE_LOST, Event.SPEECH_STARTED, Event.VOICE_BARGE_IN, Event.TURN_ENDED,
+]
+
+
+@pytest.mark.parametrize("event", HANDS_FREE_EVENTS)
+@pytest.mark.parametrize("state", list(AppState))
+def test_hands_free_events_while_it_is_off(state, event):
+    step_state, step_effects = HANDS_FREE_OFF_TABLE.get((state, event), (state, ()))
+    after, effects = transition(at(state), event)
+    assert (after.state, effects) == (step_state, step_effects)
+    assert after.hands_free is (event is Event.HANDS_FREE_ON)
+
+
+def on(state: AppState) -> Situation:
+    """`state` with hands-free on; LISTENING is a turn its microphone opened."""
+    return replace(at(state), hands_free=True, by_voice=state is LISTENING)
+
+
+def ending(*effects):
+    """Off by hand, timed out, lost: the microphone closes; a turn being heard is dropped, a
+    reply goes on."""
+    return {
+        (LOADING,): (LOADING, effects),
+        **{(s,): (s, (HF_STOP, *effects)) for s in (IDLE, ERROR, THINKING, SPEAKING)},
+        (LISTENING,): (IDLE, (HF_STOP, E.CANCEL_VOICE_TURN, *effects, CLOSE)),
+    }
+
+
+# hands-free on: every state × every event; pairs not listed behave as in TABLE
+HANDS_FREE_ON_TABLE = {
+    # a press is an explicit push-to-talk turn: the hands-free microphone closes first
+    (IDLE, Event.PRESS): (LISTENING, (HF_STOP, *START)),
+    (ERROR, Event.PRESS): (LISTENING, (HF_STOP, *START)),
+    (THINKING, Event.PRESS): (LISTENING, (HF_STOP, *BARGE, *START)),
+    (SPEAKING, Event.PRESS): (LISTENING, (HF_STOP, *BARGE, *START)),
+    (LISTENING, Event.PRESS): (LISTENING, (HF_STOP, E.CANCEL_VOICE_TURN, *START)),
+    # a turn opened by voice is not the key's: key up, release, tap and cap leave it alone
+    (LISTENING, Event.KEY_UP): (LISTENING, ()),
+    (LISTENING, Event.RELEASE): (LISTENING, ()),
+    (LISTENING, Event.TAP): (LISTENING, ()),
+    (LISTENING, Event.CAP): (LISTENING, ()),
+    (LISTENING, Event.ASK): (THINKING, (E.CANCEL_VOICE_TURN, E.OPEN_SPEAKER, E.SUBMIT_TEXT)),
+    (LISTENING, Event.DEVICE_ERROR): (ERROR, (E.CANCEL_VOICE_TURN, E.SOUND_ERROR, CLOSE)),
+    (LISTENING, Event.STOP): (IDLE, (E.CANCEL_VOICE_TURN, CLOSE)),
+    (IDLE, Event.IDLE_UNLOAD): (IDLE, ()),  # its VAD and the next answer need the models
+    # a stage reloading between turns closes the microphone until it is back
+    (IDLE, Event.MODELS_LOADING): (LOADING, (HF_STOP,)),
+    (ERROR, Event.MODELS_LOADING): (LOADING, (HF_STOP,)),
+    (LOADING, Event.MODELS_READY): (IDLE, (CLOSE, HF_START)),  # on since the app started
+    (IDLE, Event.MODELS_FAILED): (ERROR, (HF_STOP,)),
+    (ERROR, Event.MODELS_FAILED): (ERROR, (HF_STOP,)),
+    # a stage reloading mid-turn: the microphone closes until it is back; a turn being heard
+    # is dropped
+    (THINKING, Event.MODELS_LOADING): (THINKING, (HF_STOP,)),
+    (SPEAKING, Event.MODELS_LOADING): (SPEAKING, (HF_STOP,)),
+    (THINKING, Event.MODELS_FAILED): (THINKING, (HF_STOP,)),
+    (SPEAKING, Event.MODELS_FAILED): (SPEAKING, (HF_STOP,)),
+    (LISTENING, Event.MODELS_LOADING): (LOADING, (HF_STOP, E.CANCEL_VOICE_TURN)),
+    (LISTENING, Event.MODELS_FAILED): (ERROR, (HF_STOP, E.CANCEL_VOICE_TURN, CLOSE)),
+    **{(s, Event.HANDS_FREE_OFF): step for (s,), step in ending(OFF_SOUND).items()},
+    **{(s, Event.HANDS_FREE_TIMED_OUT): step
+       for (s,), step in ending(OFF_SOUND, E.HINT_HANDS_FREE_TIMED_OUT).items()},
+    **{(s, Event.HANDS_FREE_LOST): step
+       for (s,), step in ending(E.SOUND_ERROR, E.HINT_HANDS_FREE_LOST).items()},
+    # the user speaks: a live turn, with no key; over a reply it barges in
+    **{(s, e): (LISTENING, VOICE) for s in (IDLE, ERROR)
+       for e in (Event.SPEECH_STARTED, Event.VOICE_BARGE_IN)},
+    **{(s, e): (LISTENING, (*BARGE, *VOICE)) for s in (THINKING, SPEAKING)
+       for e in (Event.SPEECH_STARTED, Event.VOICE_BARGE_IN)},
+    (LISTENING, Event.TURN_ENDED): (THINKING, (E.SUBMIT_VOICE_TURN,)),
+}
+
+
+@pytest.mark.parametrize("event", list(Event))
+@pytest.mark.parametrize("state", list(AppState))
+def test_every_state_and_event_with_hands_free_on(state, event):
+    table = {**TABLE, **HANDS_FREE_ON_TABLE}
+    step_state, step_effects = table.get((state, event), (state, ()))
+    after, effects = transition(on(state), event)
+    assert (after.state, effects) == (step_state, step_effects)
+    ends = event in (Event.HANDS_FREE_OFF, Event.HANDS_FREE_TIMED_OUT, Event.HANDS_FREE_LOST)
+    assert after.hands_free is not ends
+    # a turn opened by voice stays one until it ends; a press makes it the key's
+    assert after.by_voice is (after.state is LISTENING and E.START_RECORDING not in effects)
+
+
+def test_a_key_recording_inside_hands_free_hands_the_microphone_back_when_it_ends():
+    pressed, effects = transition(on(IDLE), Event.PRESS)
+    assert pressed.recording_by_key and not pressed.hands_free_listening
+    assert effects[0] is HF_STOP  # closed before the push-to-talk microphone opens
+    sent, effects = transition(pressed, Event.RELEASE)
+    assert (sent.state, effects) == (THINKING, (*SUBMIT, HF_START))
+    tapped, effects = transition(pressed, Event.TAP)
+    assert (tapped.state, effects[-1]) == (IDLE, HF_START)
+
+
+def test_hands_free_turned_off_while_the_key_records_drops_the_recording():
+    pressed, _ = transition(on(IDLE), Event.PRESS)
+    after, effects = transition(pressed, Event.HANDS_FREE_OFF)
+    assert (after.state, effects) == (IDLE, (E.CANCEL_RECORDING, OFF_SOUND, CLOSE))
+    assert not after.hands_free
+
+
+def test_hands_free_on_during_loading_starts_listening_once_the_models_are_ready():
+    waiting, _ = transition(at(LOADING), Event.HANDS_FREE_ON)
+    assert waiting.hands_free and not waiting.hands_free_listening
+    ready, effects = transition(waiting, Event.MODELS_READY)
+    assert ready.hands_free_listening and effects[-1] is HF_START
+
+
+def test_hands_free_off_while_speaking_lets_the_reply_finish():
+    after, effects = transition(on(SPEAKING), Event.HANDS_FREE_OFF)
+    assert (after.state, effects) == (SPEAKING, (HF_STOP, OFF_SOUND))
+    done, effects = transition(after, Event.TURN_END)
+    assert done.state is IDLE and HF_START not in effects
+
+
+def test_a_spoken_question_is_answered_with_no_key():
+    heard, _ = transition(on(IDLE), Event.SPEECH_STARTED)
+    sent, _ = transition(heard, Event.TURN_ENDED)
+    speaking, _ = transition(sent, Event.FIRST_AUDIO)
+    done, effects = transition(speaking, Event.TURN_END)
+    assert [s.state for s in (heard, sent, speaking, done)] == [LISTENING, THINKING, SPEAKING, IDLE]
+    assert done.hands_free_listening and HF_STOP not in effects  # it listened throughout
+
+
+def test_hands_free_cannot_start_while_a_model_failed():
+    now = Situation(IDLE, Readiness.FAILED, error_shown=True)
+    assert transition(now, Event.HANDS_FREE_ON) == (now, (E.HINT_CANNOT_LISTEN,))
+
+
+def test_a_stage_reloading_mid_reply_listens_again_once_it_is_back():
+    reloading, effects = transition(on(SPEAKING), Event.MODELS_LOADING)
+    assert not reloading.hands_free_listening and effects == (HF_STOP,)
+    back, effects = transition(reloading, Event.MODELS_READY)
+    assert back.state is SPEAKING and effects == (HF_START,)

@@ -18,7 +18,7 @@ from s2s_desktop.states import TurnReason
 from s2s_desktop.ui.actions import AppActions
 from s2s_desktop.ui.conversation_window import ConversationWindow
 from s2s_desktop.ui.floating_window import FloatingWindow
-from s2s_desktop.ui.icons import STATES, state_icon
+from s2s_desktop.ui.icons import STATES, icon_named, state_icon
 from s2s_desktop.ui.tray import TrayIcon, tooltip_text
 from tests.helpers import scripted_engines as scripted
 from tests.helpers.fake_mic import FakeMicrophone
@@ -96,7 +96,7 @@ def talk_from_tray(qtbot, app, seconds=0.2):
 def test_every_state_has_its_own_icon(qapp):
     images = []
     for state in STATES:
-        icon = state_icon(state)
+        icon = icon_named(state)
         assert not icon.isNull(), state
         assert {16, 22, 32, 64} <= {s.width() for s in icon.availableSizes()}
         images.append(icon.pixmap(32, 32).toImage())
@@ -111,8 +111,8 @@ def test_tray_menu_has_the_controls_in_order(qapp):
     tray = TrayIcon(actions)
     texts = [a.text() for a in tray.menu.actions() if not a.isSeparator()]
     assert texts[1:] == [
-        "Talk", "Conversation…", "New Conversation", "Settings…", "Models…", "Pause Hotkey",
-        "Quit",
+        "Talk", "Hands-free Conversation", "Conversation…", "New Conversation", "Settings…",
+        "Models…", "Pause Hotkey", "Quit",
     ]  # fmt: skip
     assert not tray.status_action.isEnabled() and "Loading models" in texts[0]
     assert not actions.talk.isEnabled()  # loading: nothing to talk to yet
@@ -122,6 +122,22 @@ def test_tray_menu_has_the_controls_in_order(qapp):
     tray.show_state("listening", "Listening…")
     assert tray.icon().cacheKey() != key
     assert actions.talk.text() == "Stop and Send" and actions.talk.isEnabled()
+
+
+def test_the_tray_shows_hands_free_unmistakably(qapp):
+    actions = AppActions()
+    tray = TrayIcon(actions)
+    tray.show_state("idle", "Ready")
+    idle_icon = tray.icon().cacheKey()
+    tray.show_state("idle", "Just speak: no key needed", None, hands_free=True)
+    actions.show_hands_free(True)
+    assert tray.icon().cacheKey() != idle_icon  # its own icon: the microphone is open
+    assert tray.icon().cacheKey() == state_icon("idle", hands_free=True).cacheKey()
+    assert tray.icon().cacheKey() != state_icon("listening").cacheKey()
+    assert tray.toolTip().startswith("s2s-desktop — Hands-free\nJust speak: no key needed")
+    assert actions.hands_free.isCheckable() and actions.hands_free.isChecked()
+    tray.show_state("speaking", "Speaking…", None, hands_free=True)
+    assert tray.toolTip().startswith("s2s-desktop — Speaking")
 
 
 def test_tooltip_says_what_is_happening_and_what_failed():

@@ -1,8 +1,9 @@
-"""The adapter between hands-free listening and the pipeline, until the app's state machine
-takes hands-free events itself (docs/hands-free.md, "Not wired yet"): a turn the listener
-opens becomes a live pipeline turn (begin_turn, which barges in on a running reply; its audio
+"""The adapter between hands-free listening and the pipeline: a turn the listener opens
+becomes a live pipeline turn (begin_turn, which barges in on a running reply; its audio
 fed as it is heard, so speech-to-text runs while the user speaks), its end is the turn's
-release (end_turn). Qt-free; `on_event` is called on the listener's thread."""
+release (end_turn). The app's controller decides each turn itself (transitions.py) and uses
+`begin` / `finish` to route the heard audio; `on_event` does it all for tests and the echo
+rig. Qt-free; `on_event` is called on the listener's thread."""
 
 from __future__ import annotations
 
@@ -41,25 +42,30 @@ class HandsFreeTurns:
             turn = self.turn
         self.pipeline.feed(turn, pcm)
 
+    def begin(self, turn: int) -> None:
+        """`turn` (begun in the pipeline) gets the speech heard so far, and all that follows."""
+        with self._lock:
+            self.turn, early, self._early = turn, self._early, []
+        self.turns.append(turn)
+        for pcm in early:
+            self.pipeline.feed(turn, pcm)
+
+    def finish(self) -> int | None:
+        """The turn being fed, no longer fed (None: there was none)."""
+        with self._lock:
+            turn, self.turn, self._early = self.turn, None, []
+        return turn
+
     def on_event(self, event: HandsFreeEvent) -> None:
+        """Without the app's state machine (tests, the rig): each event to the pipeline."""
         kind = event.kind
         if kind in OPENS:
-            turn = self.pipeline.begin_turn(source=SOURCE)  # stops a running reply
-            with self._lock:
-                self.turn, early, self._early = turn, self._early, []
-            self.turns.append(turn)
-            for pcm in early:
-                self.pipeline.feed(turn, pcm)
-        elif kind is HandsFreeEventKind.TURN_ENDED:
-            with self._lock:
-                turn, self.turn, self._early = self.turn, None, []
+            self.begin(self.pipeline.begin_turn(source=SOURCE))  # stops a running reply
+        elif kind is HandsFreeEventKind.TURN_ENDED or kind in ENDS_MODE:
+            turn = self.finish()
             if turn is not None:
                 self.pipeline.end_turn(turn, released_at=event.decided_at)
-        elif kind in ENDS_MODE:
-            with self._lock:
-                turn, self.turn, self._early = self.turn, None, []
-            if turn is not None:
-                self.pipeline.end_turn(turn, released_at=event.decided_at)
-            self.on_mode_ended(event)
+            if kind in ENDS_MODE:
+                self.on_mode_ended(event)
         elif kind is HandsFreeEventKind.NOTICE and self.on_notice is not None:
             self.on_notice(event.message)

@@ -28,6 +28,12 @@ class AppActions(QObject):
         self.settings = QAction("Settings…", self)
         self.models = QAction("Models…", self)
         self.pause_hotkey = QAction("Pause Hotkey", self, checkable=True)
+        self.hands_free = QAction("Hands-free Conversation", self, checkable=True)
+        self.hands_free.setToolTip(
+            "Talk without the key: the microphone stays open (echo-cancelled), the answer "
+            "comes when you finish, your voice interrupts it; off after a while of silence. "
+            "A double tap of the talk key does the same"
+        )
         self.quit = QAction("Quit", self)
         self.talk.setToolTip("Start talking; choose again to send")
         self.pause_hotkey.setToolTip("Ignore the global hotkey until unchecked")
@@ -35,6 +41,7 @@ class AppActions(QObject):
     def all(self) -> list[QAction]:
         return [
             self.talk,
+            self.hands_free,
             self.conversation,
             self.new_conversation,
             self.settings,
@@ -59,6 +66,12 @@ class AppActions(QObject):
         after_talk = menu.actions()[menu.actions().index(self.talk) + 1]
         for action in extras:
             menu.insertAction(after_talk, action)
+
+    def show_hands_free(self, on: bool) -> None:
+        if self.hands_free.isChecked() != on:
+            self.hands_free.blockSignals(True)  # showing the mode does not toggle it again
+            self.hands_free.setChecked(on)
+            self.hands_free.blockSignals(False)
 
     def show_state(self, state: str) -> None:
         self.talk.setText(TALK_LABELS.get(state, "Talk"))

@@ -16,12 +16,13 @@ from PySide6.QtWidgets import (
     QMenu,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from ..states import AppState
+from ..states import AppState, look
 from .actions import AppActions
 from .icons import state_icon
 from .tasks import ERROR_STYLE
@@ -73,6 +74,11 @@ class FloatingWindow(QWidget):
         words.addWidget(self.state_label)
         words.addWidget(self.detail_label)
         top.addLayout(words, 1)
+        # checked while on: the same action as the menu's, a full-width switch under Talk
+        self.hands_free = QToolButton()
+        self.hands_free.setDefaultAction(actions.hands_free)
+        self.hands_free.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.hands_free.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         tools = QGridLayout()
         self.tool_buttons = {}
         for i, action in enumerate(
@@ -95,6 +101,7 @@ class FloatingWindow(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.meter)
         layout.addWidget(self.talk)
+        layout.addWidget(self.hands_free)
         layout.addLayout(self.extras)
         layout.addLayout(tools)
         self.menu = QMenu(self)  # right-click: the tray's menu
@@ -169,12 +176,14 @@ class FloatingWindow(QWidget):
             self._save_timer.stop()
             save_position(POSITION_KEY, self.x(), self.y())
 
-    def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
-        self.icon.setPixmap(state_icon(state).pixmap(32, 32))
-        self.state_label.setText(STATE_WORDS.get(state, state))
+    def show_state(self, state: str, detail: str, hotkey: dict | None = None,
+                   hands_free: bool = False) -> None:
+        shown = look(state, hands_free)
+        self.icon.setPixmap(state_icon(state, hands_free).pixmap(32, 32))
+        self.state_label.setText(shown.label if state in STATE_WORDS else state)
         # the detail line: what failed, the loading progress, or (no error) how to talk
         error = state == AppState.ERROR
-        text = tooltip_text(state, detail, None if error else hotkey)
+        text = tooltip_text(state, detail, None if error else hotkey, hands_free)
         self.status_action.setText(menu_status_text(text))
         self._set_detail("\n".join(text.split("\n")[1:]), error)
         self.talk.setEnabled(state != AppState.LOADING)

@@ -7,16 +7,21 @@ import functools
 from PySide6.QtGui import QIcon
 
 from ..resources_path import resources_dir
-from ..states import LOOKS, AppState
+from ..states import HANDS_FREE_LOOK, LOOKS, AppState, look
 
-STATES = tuple(look.icon for look in LOOKS.values())  # the icon files drawn per state
+# the icon files drawn (scripts/render_icons.py): one per state, and hands-free's
+STATES = (*(each.icon for each in LOOKS.values()), HANDS_FREE_LOOK.icon)
 SIZES = (16, 22, 32, 48, 64, 128)
 
 
+def state_icon(state: str, hands_free: bool = False) -> QIcon:
+    """The icon for an app state (ready in hands-free: its own); unknown states get idle's."""
+    return icon_named(look(state, hands_free).icon)
+
+
 @functools.cache
-def state_icon(state: str) -> QIcon:
-    """The icon for an app state; unknown states get the idle icon."""
-    name = LOOKS.get(state, LOOKS[AppState.IDLE]).icon
+def icon_named(name: str) -> QIcon:
+    """resources/icons/<name>-<size>.png at every size drawn."""
     icon = QIcon()
     folder = resources_dir() / "icons"
     for size in SIZES:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from ..states import LOOKS, AppState
+from ..states import LOOKS, AppState, look
 from .actions import AppActions
 from .icons import state_icon
 
 STATE_WORDS = {state: look.label for state, look in LOOKS.items()}
 
 
-def tooltip_text(state: str, detail: str, hotkey: dict | None = None) -> str:
+def tooltip_text(state: str, detail: str, hotkey: dict | None = None,
+                 hands_free: bool = False) -> str:
     """'s2s-desktop — Loading models' + what is happening + how to talk."""
-    lines = [f"s2s-desktop — {STATE_WORDS.get(state, state)}"]
+    word = look(state, hands_free).label if state in STATE_WORDS else state
+    lines = [f"s2s-desktop — {word}"]
     if detail and detail != "Ready" and not detail.startswith(STATE_WORDS.get(state, "?")):
         lines.append(detail)  # what failed, or the loading progress
     hk = hotkey or {}
@@ -52,12 +54,14 @@ class TrayIcon(QSystemTrayIcon):
         self.show_state(AppState.LOADING, "")
         self.activated.connect(self._activated)
 
-    def show_state(self, state: str, detail: str, hotkey: dict | None = None) -> None:
-        if state != self.state:
-            self.setIcon(state_icon(state))
-            self.state = state
+    def show_state(self, state: str, detail: str, hotkey: dict | None = None,
+                   hands_free: bool = False) -> None:
+        shown = look(state, hands_free).icon
+        if shown != self.state:
+            self.setIcon(state_icon(state, hands_free))
+            self.state = shown
         self.actions.show_state(state)
-        text = tooltip_text(state, detail, hotkey)
+        text = tooltip_text(state, detail, hotkey, hands_free)
         self.setToolTip(text)
         self.status_action.setText(menu_status_text(text))
 
