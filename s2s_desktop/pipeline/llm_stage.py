@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 
 from ..engines.llm.history import build_messages, prefix_messages, window
+from ..tools.rounds import ToolFinished, ToolRounds, ToolSlow, with_data_rule
+from ..tools.toolbox import AskUser, ToolBox
 from .chunker import SentenceChunker
 from .cores import CoreShare
 from .messages import Prime, ReplyDone, Sentence, Transcript
@@ -20,17 +22,21 @@ from .turns import AnsweredBy, Conversation
 log = logging.getLogger(__name__)
 
 FIRST_AUDIO_WAIT_S = 5.0
+CHECKING = "Let me check. "  # said when a tool runs past SLOW_S
 
 
 class LLMStage(EngineStage):
     name = "llm"
 
     def __init__(self, *args, conversation: Conversation, local=None,
-                 cores: CoreShare | None = None, **kwargs):
+                 cores: CoreShare | None = None, tools: ToolBox | None = None,
+                 ask_tool: AskUser | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.conversation = conversation
         self.cores = cores or CoreShare()
         self.local = local  # assistant.local_commands.LocalCommands: answers before the LLM
+        self.tools = tools  # offered to a model that calls tools (tools.enabled)
+        self.ask_tool = ask_tool  # the user's yes/no before a writing tool; None: nobody
 
     def _local_intent(self, msg) -> bool:
         return (
@@ -57,8 +63,10 @@ class LLMStage(EngineStage):
         if exchanges is None:
             exchanges = self.conversation.exchanges()
         history = window(exchanges, cfg.history_turns)
-        self.engine.prime(prefix_messages(cfg.system_prompt, history), self._work_waiting,
-                          question)
+        prefix = prefix_messages(cfg.system_prompt, history)
+        if self._offer_tools():  # the tool list is part of the cached prefix
+            prefix = with_data_rule(prefix)
+        self.engine.prime(prefix, self._work_waiting, question)
 
     def _work_waiting(self) -> bool:
         return self.inbox.waiting(lambda m: not isinstance(m, Prime))
@@ -79,7 +87,7 @@ class LLMStage(EngineStage):
         try:
             while True:
                 copied, guard = False, LoopGuard(earlier)
-                for delta in self.engine.stream(messages, stop):
+                for delta in self._reply_stream(msg.turn, messages, stop):
                     if stop.is_set():
                         break
                     if not delta:
@@ -121,6 +129,48 @@ class LLMStage(EngineStage):
         # while the reply plays: the next prompt's start, this exchange included (if the
         # reply is cut off, the turn's close evaluates what differs once more)
         self.prime([*exchanges, (msg.text, reply.strip())])
+
+    def _offer_tools(self) -> bool:
+        """List the tools switched on to a model that calls tools; True when there are any."""
+        cfg = self.settings.tools
+        offer = (self.tools is not None and cfg.enabled and self.engine.can_call_tools())
+        if offer:
+            self.tools.disabled = set(cfg.disabled)
+            self.tools.time_limit_s = cfg.time_limit_s
+        tools = [t.spec.schema() for t in self.tools.offered()] if offer else []
+        if tools != self.engine.offered_tools:
+            self.engine.offered_tools = tools
+        return bool(tools)
+
+    def _reply_stream(self, turn: int, messages: list[dict], stop):
+        """The reply's text deltas: the engine's own stream, or through the tool rounds when
+        tools are offered (their calls recorded, "Let me check." said for a slow one)."""
+        if not self._offer_tools():
+            yield from self.engine.stream(messages, stop)
+            return
+        rounds = ToolRounds(self.tools, ask=self.ask_tool,
+                            allow_writing=self.settings.tools.allow_writing)
+        said, answered = False, False  # anything yet; words since the last call ended
+        for item in rounds.stream(self.engine, with_data_rule(messages), stop):
+            if isinstance(item, str):
+                if item.strip():
+                    said = answered = True
+                yield item
+            elif isinstance(item, ToolSlow) and not said:
+                said = True
+                yield CHECKING
+            elif isinstance(item, ToolFinished):
+                answered = False
+                self.events.tool_call.emit(turn, item.result.to_dict())
+                log.info("turn %s: tool %s %s in %.0f ms", turn, item.result.call.name,
+                         item.result.outcome, item.result.ms)
+        if not rounds.results:
+            return
+        used = any(r.ok for r in rounds.results)
+        self.book.update(turn, tool_calls=[r.to_dict() for r in rounds.results],
+                         answered_by=(AnsweredBy.TOOL if used else AnsweredBy.LLM).value)
+        if not answered and not stop.is_set():  # no words after the calls: say the result
+            yield rounds.fallback_answer()
 
     def _record_prompt_tokens(self, turn: int) -> None:
         evaluated = getattr(self.engine, "last_stats", {}).get("prompt_tokens_evaluated")

@@ -15,8 +15,12 @@ import numpy as np
 from ..assistant.local_commands import LocalCommands
 from ..assistant.timers import TimerBook
 from ..audio.sink import AudioSink
-from ..config import STAGES, Settings, changed_stages
+from ..config import STAGES, Settings, changed_stages, config_dir, data_dir
 from ..states import StageState, TurnReason
+from ..tools.assistant_tools import assistant_toolbox
+from ..tools.mcp_config import FILENAME as MCP_FILE
+from ..tools.mcp_config import load_mcp_config
+from ..tools.mcp_servers import McpServers
 from .cores import CoreShare
 from .events import PipelineEvents
 from .llm_stage import LLMStage
@@ -62,6 +66,11 @@ class Pipeline:
         # the time, timers, "say that again": answered in the LLM stage before the LLM
         self.timers = TimerBook()
         self.local = LocalCommands(self.timers, last_reply=self.conversation.last_reply)
+        # tools for models that call them; the user's MCP servers start with the pipeline
+        self.tools = assistant_toolbox(self.timers, data_dir)
+        mcp_configs, self.tool_problems = load_mcp_config(config_dir() / MCP_FILE)
+        self.mcp = McpServers(mcp_configs, self.tools)
+        self.ask_tool = None  # (tool, call) → allowed: the app's question; None denies
         common = dict(clock=self.clock, book=self.book, events=self.events)
         self.player = PlayerStage(
             settings, outbox=None, sink=sink, on_turn_closed=self._remember, **common
@@ -74,6 +83,8 @@ class Pipeline:
             conversation=self.conversation,
             local=self.local,
             cores=cores,
+            tools=self.tools,
+            ask_tool=lambda tool, call: self.ask_tool is not None and self.ask_tool(tool, call),
             **common,
         )
         self.stt = STTStage(settings, outbox=self.llm.inbox, **common)
@@ -93,6 +104,9 @@ class Pipeline:
     def start(self) -> Pipeline:
         for stage in self.stages.values():
             stage.start()
+        for problem in self.tool_problems:
+            self.events.notice.emit(problem)
+        self.mcp.start()  # in the background: never delays the first answer
         self.started = True
         return self
 
@@ -114,6 +128,7 @@ class Pipeline:
         """Stop every stage and join them; True when all threads ended in time."""
         self.interrupt()
         self.timers.close()
+        self.mcp.close()
         if not self.started:
             return True
         for stage in self.stages.values():
