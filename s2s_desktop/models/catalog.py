@@ -52,6 +52,7 @@ class CatalogEntry:
     platforms: tuple[str, ...] = ()
     profiles: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
+    tools: bool = False  # an LLM whose chat template takes tools: it can call tools
 
     @property
     def pinned(self) -> bool:
@@ -97,6 +98,7 @@ def _entry(raw: dict[str, Any]) -> CatalogEntry:
         platforms=tuple(raw.get("platforms", ())),
         profiles=tuple(raw.get("profiles", ())),
         settings=dict(raw.get("settings", {})),
+        tools=bool(raw.get("tools", False)),
     )
 
 

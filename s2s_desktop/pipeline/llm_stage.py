@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from ..engines.llm.history import build_messages, prefix_messages, window
-from ..tools.rounds import ToolFinished, ToolRounds, ToolSlow, with_data_rule
+from ..tools.rounds import ToolAsking, ToolFinished, ToolRounds, ToolSlow, with_data_rule
 from ..tools.toolbox import AskUser, ToolBox
 from .chunker import SentenceChunker
 from .cores import CoreShare
@@ -159,6 +159,9 @@ class LLMStage(EngineStage):
             elif isinstance(item, ToolSlow) and not said:
                 said = True
                 yield CHECKING
+            elif isinstance(item, ToolAsking):  # said while the app waits for yes or no
+                said = True
+                yield f" {item.question} "
             elif isinstance(item, ToolFinished):
                 answered = False
                 self.events.tool_call.emit(turn, item.result.to_dict())

@@ -70,7 +70,6 @@ class Pipeline:
         self.tools = assistant_toolbox(self.timers, data_dir)
         mcp_configs, self.tool_problems = load_mcp_config(config_dir() / MCP_FILE)
         self.mcp = McpServers(mcp_configs, self.tools)
-        self.ask_tool = None  # (tool, call) → allowed: the app's question; None denies
         common = dict(clock=self.clock, book=self.book, events=self.events)
         self.player = PlayerStage(
             settings, outbox=None, sink=sink, on_turn_closed=self._remember, **common
@@ -84,7 +83,6 @@ class Pipeline:
             local=self.local,
             cores=cores,
             tools=self.tools,
-            ask_tool=lambda tool, call: self.ask_tool is not None and self.ask_tool(tool, call),
             **common,
         )
         self.stt = STTStage(settings, outbox=self.llm.inbox, **common)
@@ -99,6 +97,16 @@ class Pipeline:
         self.started = False
         self._unloaded: set[str] = set()  # stages whose model was freed while idle
         self._forget_before = 0  # turns before this one belong to a forgotten conversation
+
+    @property
+    def ask_tool(self):
+        """(tool, call) → allowed: the app asks the user before a writing tool (from the LLM
+        stage's thread; it may block until the user answers). None: nobody to ask, denied."""
+        return self.llm.ask_tool
+
+    @ask_tool.setter
+    def ask_tool(self, ask) -> None:
+        self.llm.ask_tool = ask
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> Pipeline:

@@ -34,6 +34,14 @@ class ToolStarted:
 
 
 @dataclass(frozen=True)
+class ToolAsking:
+    """A writing call waits for the user's yes or no; `question` is said first."""
+
+    call: ToolCall
+    question: str
+
+
+@dataclass(frozen=True)
 class ToolSlow:
     """A call runs past SLOW_S: time to say something."""
 
@@ -45,7 +53,7 @@ class ToolFinished:
     result: ToolResult
 
 
-ToolEvent = ToolStarted | ToolSlow | ToolFinished
+ToolEvent = ToolStarted | ToolAsking | ToolSlow | ToolFinished
 
 
 def result_message(result: ToolResult) -> dict:
@@ -154,9 +162,14 @@ class ToolRounds:
             return refused
         tool = self.box.get(call.name)
         assert tool is not None  # check() passed
-        if not self._allowed(tool, call, after_results):
-            why = AFTER_RESULT if after_results else "the user did not allow it"
-            return ToolResult(call, CallOutcome.DENIED, why)
+        if not self._runs_unasked(tool, after_results):
+            allowed = False
+            if self.ask is not None:
+                yield ToolAsking(call, tool.question(call.arguments))
+                allowed = self.ask(tool, call)
+            if not allowed:
+                why = AFTER_RESULT if after_results else "the user did not allow it"
+                return ToolResult(call, CallOutcome.DENIED, why)
         yield ToolStarted(call)
         running = self.box.start(call, stop)
         result = running.wait(SLOW_S)
@@ -165,9 +178,7 @@ class ToolRounds:
             result = running.wait()
         return result
 
-    def _allowed(self, tool: Tool, call: ToolCall, after_results: bool) -> bool:
+    def _runs_unasked(self, tool: Tool, after_results: bool) -> bool:
         if tool.spec.read_only:
             return True
-        if not after_results and (self.allow_writing or not self.box.needs_permission(tool)):
-            return True
-        return self.ask is not None and self.ask(tool, call)
+        return not after_results and (self.allow_writing or not self.box.needs_permission(tool))
