@@ -82,6 +82,10 @@ class DesktopApp(AppWindows, QObject):
             keep_open=settings.audio.keep_mic_open,
         )
         self.pipeline = Pipeline(settings, self.speaker, self.conversation)
+        from .ui.tool_permission import ToolPermission
+
+        self.tool_permission = ToolPermission(self)  # Allow / Deny before a writing tool
+        self.pipeline.ask_tool = self.tool_permission.ask
         self.controller = AppController(settings, self.pipeline, self.mic)
         self.hotkey = HotkeyClient(settings.hotkey, self)
         self.actions = AppActions(self)

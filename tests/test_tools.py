@@ -119,8 +119,8 @@ def test_a_writing_tool_is_denied_unless_allowed_or_the_user_says_yes(box, tmp_p
     assert not (tmp_path / "notes.md").exists()
 
     asked = []
-    rounds = ToolRounds(box, ask=lambda tool, call: asked.append(tool.question(call.arguments))
-                        or True)
+    rounds = ToolRounds(box, ask=lambda tool, call, stop: asked.append(
+        tool.question(call.arguments)) or True)
     _run(rounds, ScriptedToolLLM([note], ["Saved."]))
     assert asked == ["Shall I save the note 'buy oat milk'?"]
     assert "buy oat milk" in (tmp_path / "notes.md").read_text()
@@ -223,7 +223,7 @@ def test_mcp_tools_are_listed_read_only_runs_unasked_writing_asks_and_writes_onl
     assert tools["shelf_count"].spec.read_only and not tools["shelf_put"].spec.read_only
 
     asked = []
-    rounds = ToolRounds(box, ask=lambda tool, call: asked.append(call.name) or False)
+    rounds = ToolRounds(box, ask=lambda tool, call, stop: asked.append(call.name) or False)
     _run(rounds, ScriptedToolLLM([_call("shelf_count")], ["42 books."]))
     assert rounds.results[0].text == "There are 42 books on the shelf." and asked == []
 
@@ -231,7 +231,7 @@ def test_mcp_tools_are_listed_read_only_runs_unasked_writing_asks_and_writes_onl
     assert asked == ["shelf_put"] and rounds.results[0].outcome == CallOutcome.DENIED
     assert not shelf_file.exists()
 
-    rounds = ToolRounds(box, ask=lambda tool, call: True)
+    rounds = ToolRounds(box, ask=lambda tool, call, stop: True)
     _run(rounds, ScriptedToolLLM([_call("shelf_put", title="Dune")], ["Put."]))
     assert rounds.results[0].ok and shelf_file.read_text() == "Dune\n"
 

@@ -100,8 +100,9 @@ class Pipeline:
 
     @property
     def ask_tool(self):
-        """(tool, call) → allowed: the app asks the user before a writing tool (from the LLM
-        stage's thread; it may block until the user answers). None: nobody to ask, denied."""
+        """(tool, call, stop) → allowed: the app asks the user before a writing tool (from the
+        LLM stage's thread; it blocks until the user answers or `stop` is set). None: nobody
+        to ask, denied."""
         return self.llm.ask_tool
 
     @ask_tool.setter

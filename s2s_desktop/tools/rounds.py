@@ -166,7 +166,7 @@ class ToolRounds:
             allowed = False
             if self.ask is not None:
                 yield ToolAsking(call, tool.question(call.arguments))
-                allowed = self.ask(tool, call)
+                allowed = self.ask(tool, call, stop)
             if not allowed:
                 why = AFTER_RESULT if after_results else "the user did not allow it"
                 return ToolResult(call, CallOutcome.DENIED, why)

@@ -16,8 +16,9 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.05
 
-# asks the user before a writing call: (tool, call) → allowed
-AskUser = Callable[[Tool, ToolCall], bool]
+# asks the user before a writing call: (tool, call, the turn's stop) → allowed; it returns
+# False at once when `stop` is set (Stop, barge-in)
+AskUser = Callable[[Tool, ToolCall, threading.Event], bool]
 _JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
                "object": dict, "array": list}
 

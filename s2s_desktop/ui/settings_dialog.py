@@ -46,6 +46,7 @@ from .idle_settings import add_unload_row
 from .language_check import language_problems, voice_label
 from .model_settings import STAGE_NAMES, ComputeTab, ModelsTab
 from .server_settings import ServerTab
+from .tools_settings import ToolsTab
 from .tasks import ERROR_STYLE
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class SettingsDialog(QDialog):
         path: Path | None = None,
         saved: config.Settings | None = None,
         launch_note: str = "",
+        tools=None,
     ):
         super().__init__(parent)
         self.setWindowTitle("s2s-desktop — Settings")
@@ -148,6 +150,8 @@ class SettingsDialog(QDialog):
         self.tabs.addTab(self._assistant_tab(models), "Assistant")
         self.server = ServerTab(self.fields)
         self.tabs.addTab(self.server, "Server")
+        self.tools = ToolsTab(self.fields, tools)
+        self.tabs.addTab(self.tools, "Tools")
         self.models.backend_changed.connect(self.compute.backend_changed)
 
         self.message = QLabel("")
@@ -279,6 +283,7 @@ class SettingsDialog(QDialog):
         self.fields.load(self.settings)
         self.models.sync_all()
         self.server.load(self.settings)
+        self.tools.load(self.settings)
         self._check_hotkey(self.settings.hotkey.combo)
 
     def _check_hotkey(self, combo: str) -> None:
@@ -290,6 +295,7 @@ class SettingsDialog(QDialog):
         """The settings as the dialog shows them (SettingsError for a value of the wrong type)."""
         new = self.settings.copy()
         self.fields.store(new)
+        self.tools.store(new)
         return new
 
     def problems(self, new: config.Settings) -> tuple[list[str], list[str]]:
