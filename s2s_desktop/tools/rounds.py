@@ -27,13 +27,6 @@ AFTER_RESULT = ("not run: after reading a tool result, a tool that changes somet
 
 
 @dataclass(frozen=True)
-class ToolStarted:
-    """A call passed its checks and permission and runs now."""
-
-    call: ToolCall
-
-
-@dataclass(frozen=True)
 class ToolAsking:
     """A writing call waits for the user's yes or no; `question` is said first."""
 
@@ -53,7 +46,7 @@ class ToolFinished:
     result: ToolResult
 
 
-ToolEvent = ToolStarted | ToolAsking | ToolSlow | ToolFinished
+ToolEvent = ToolAsking | ToolSlow | ToolFinished
 
 
 def result_message(result: ToolResult) -> dict:
@@ -170,7 +163,6 @@ class ToolRounds:
             if not allowed:
                 why = AFTER_RESULT if after_results else "the user did not allow it"
                 return ToolResult(call, CallOutcome.DENIED, why)
-        yield ToolStarted(call)
         running = self.box.start(call, stop)
         result = running.wait(SLOW_S)
         if result is None:

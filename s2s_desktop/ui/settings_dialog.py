@@ -46,8 +46,8 @@ from .idle_settings import add_unload_row
 from .language_check import language_problems, voice_label
 from .model_settings import STAGE_NAMES, ComputeTab, ModelsTab
 from .server_settings import ServerTab
-from .tools_settings import ToolsTab
 from .tasks import ERROR_STYLE
+from .tools_settings import ToolsTab
 
 log = logging.getLogger(__name__)
 
