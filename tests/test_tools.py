@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from s2s_desktop.assistant.timers import TimerBook
-from s2s_desktop.engines.llm.tool_calls import ToolCallSniffer, parse_tool_calls
+from s2s_desktop.engines.llm.tool_calls import ToolCall, ToolCallSniffer, parse_tool_calls
 from s2s_desktop.tools.assistant_tools import assistant_toolbox
 from s2s_desktop.tools.builtin.calculator import calculate
 from s2s_desktop.tools.mcp_config import parse_mcp_config
@@ -272,3 +272,60 @@ def test_a_server_whose_command_does_not_exist_is_reported_and_the_rest_works(bo
     rounds = ToolRounds(box)
     text, _ = _run(rounds, ScriptedToolLLM([_call("calculate", expression="2+2")], ["Four."]))
     assert text == "Four." and rounds.results[0].text == "4"
+
+
+# ------------------------------------------------------------------ OpenAI-compatible servers
+def test_the_openai_backend_sends_the_tools_and_reads_streamed_tool_calls():
+    """A server streaming `tool_calls` in pieces, as the OpenAI API does (name first, the
+    arguments' JSON split across chunks)."""
+    import http.server
+
+    from s2s_desktop.config import LLMSettings
+    from s2s_desktop.engines.llm.openai_llm import OpenAILLM
+
+    requests = []
+    chunks = [
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                                "function": {"name": "calculate",
+                                                             "arguments": ""}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {
+            "arguments": '{"expression": '}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {
+            "arguments": '"17*23"}'}}]}, "finish_reason": "tool_calls"}]},
+    ]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        engine = OpenAILLM(LLMSettings(backend="openai",
+                                       base_url=f"http://127.0.0.1:{server.server_port}/v1"))
+        engine.load()
+        engine.offered_tools = [{"type": "function", "function": {"name": "calculate"}}]
+        earlier = ToolCall("get_date", {"day": 1}, id="c0")
+        messages = [{"role": "user", "content": "What is 17 times 23?"},
+                    {"role": "assistant", "content": "", "tool_calls": [earlier.to_message()]},
+                    {"role": "tool", "tool_call_id": "c0", "content": "Sunday"}]
+        out = list(engine.stream(messages, threading.Event()))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [(c.name, c.arguments, c.id) for c in out] == [
+        ("calculate", {"expression": "17*23"}, "c1")]
+    sent = requests[0]
+    assert sent["tools"] == engine.offered_tools
+    assert sent["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"day": 1}'
+    assert engine.can_call_tools() and not engine.tool_calls_in_text
