@@ -329,3 +329,29 @@ def test_the_openai_backend_sends_the_tools_and_reads_streamed_tool_calls():
     assert sent["tools"] == engine.offered_tools
     assert sent["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"day": 1}'
     assert engine.can_call_tools() and not engine.tool_calls_in_text
+
+
+# ------------------------------------------------------------------ visible and recorded
+def test_s2s_desktop_tools_lists_the_tools_and_says_which_ask_first(capsys):
+    from s2s_desktop.cli import build_parser, main
+
+    assert main(["--set", "tools.disabled=open_app", "tools", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    rows = {r["name"]: r for r in listed["tools"]}
+    assert rows["calculate"]["enabled"] and not rows["calculate"]["asks_first"]
+    assert rows["save_note"]["asks_first"] and not rows["open_app"]["enabled"]
+    assert listed["servers"] == [] and listed["problems"] == []
+    assert build_parser().parse_args(["run", "--text", "hi", "--allow-tools"]).allow_tools
+
+
+def test_a_turns_tool_calls_are_kept_in_the_history():
+    from s2s_desktop.history import Exchange
+    from s2s_desktop.pipeline.turns import FinishedTurn
+
+    call = {"name": "calculate", "arguments": {"expression": "17*23"}, "outcome": "ok",
+            "ms": 1.0, "result": "391"}
+    rec = FinishedTurn(turn=1, transcript="What is 17 times 23?", reply="391.",
+                       answered_by="tool", tool_calls=(call,))
+    assert rec.to_dict()["tool_calls"] == [call]
+    back = Exchange.from_json(Exchange.from_turn(rec).to_json())
+    assert back.tool_calls == [call] and back.answered_by == "tool"
