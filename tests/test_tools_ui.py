@@ -79,3 +79,18 @@ def test_allow_lets_a_writing_tool_run_and_deny_or_stop_does_not(qtbot):
     thread.join(5)
     assert result["allowed"] is False
     qtbot.waitUntil(lambda: _question_box() is None, timeout=5000)
+
+
+def test_the_conversation_window_shows_each_tool_call(qtbot, tmp_path):
+    from s2s_desktop.history import History
+    from s2s_desktop.pipeline.turns import Conversation, FinishedTurn
+    from s2s_desktop.ui.conversation_window import ConversationWindow
+
+    window = ConversationWindow(History(tmp_path / "h.jsonl"), Conversation(), [])
+    qtbot.addWidget(window)
+    window.on_turn_finished(FinishedTurn(
+        turn=1, transcript="Save a note that says buy milk.", reply="I could not.",
+        tool_calls=({"name": "save_note", "arguments": {"text": "buy milk"},
+                     "outcome": "denied", "ms": 0.0, "error": "the user did not allow it"},)))
+    shown = window.view.toPlainText()
+    assert "tool save_note(text='buy milk') → denied: the user did not allow it" in shown
