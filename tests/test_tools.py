@@ -355,3 +355,16 @@ def test_a_turns_tool_calls_are_kept_in_the_history():
     assert rec.to_dict()["tool_calls"] == [call]
     back = Exchange.from_json(Exchange.from_turn(rec).to_json())
     assert back.tool_calls == [call] and back.answered_by == "tool"
+
+
+def test_an_mcp_secret_comes_from_the_keychain_never_from_mcp_json(monkeypatch):
+    from s2s_desktop.tools import mcp_servers
+    from s2s_desktop.tools.mcp_config import McpServerConfig
+
+    kept = {"files-token": "s3cret"}
+    monkeypatch.setattr(mcp_servers, "load_secret", lambda name: kept.get(name, ""))
+    cfg = McpServerConfig("files", command="x", env={"TOKEN": "keychain:files-token", "A": "1"})
+    assert mcp_servers.server_env(cfg) == {"TOKEN": "s3cret", "A": "1"}
+    missing = McpServerConfig("files", command="x", env={"TOKEN": "keychain:nope"})
+    with pytest.raises(RuntimeError, match="keyring set s2s-desktop nope"):
+        mcp_servers.server_env(missing)

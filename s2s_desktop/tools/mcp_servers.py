@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 from ..errors import BackendUnavailable
+from ..keychain import load_secret
 from .mcp_config import McpServerConfig
 from .spec import Tool, ToolError, ToolSpec
 from .toolbox import ToolBox
@@ -144,7 +145,7 @@ class McpServers:
                     streams = await stack.enter_async_context(http_client(cfg.url))
                 else:
                     params = mcp.StdioServerParameters(command=cfg.command, args=list(cfg.args),
-                                                       env=cfg.env or None)
+                                                       env=server_env(cfg) or None)
                     streams = await stack.enter_async_context(stdio_client(params))
                 read, write = streams[0], streams[1]  # 1.x's HTTP client adds a third
                 session = await stack.enter_async_context(mcp.ClientSession(read, write))
@@ -211,6 +212,24 @@ class McpServers:
         if _field(result, "is_error", "isError"):
             raise ToolError(text or f"{tool_name} failed")
         return text
+
+
+KEYCHAIN = "keychain:"
+
+
+def server_env(cfg: McpServerConfig) -> dict[str, str]:
+    """The server's env, a "keychain:NAME" value read from the OS keychain (secrets stay out
+    of mcp.json); a missing secret is an error naming how to store it."""
+    env = {}
+    for key, value in cfg.env.items():
+        if value.startswith(KEYCHAIN):
+            name = value[len(KEYCHAIN):]
+            value = load_secret(name)
+            if not value:
+                raise RuntimeError(f"the secret '{name}' for {key} is not in the OS keychain: "
+                                   f"store it with `keyring set s2s-desktop {name}`")
+        env[key] = value
+    return env
 
 
 def _why(cfg: McpServerConfig, exc: BaseException) -> str:
