@@ -368,3 +368,13 @@ def test_an_mcp_secret_comes_from_the_keychain_never_from_mcp_json(monkeypatch):
     missing = McpServerConfig("files", command="x", env={"TOKEN": "keychain:nope"})
     with pytest.raises(RuntimeError, match="keyring set s2s-desktop nope"):
         mcp_servers.server_env(missing)
+
+
+def test_a_broken_bare_json_call_is_never_spoken_and_the_model_answers_again(box):
+    broken = '{"name": "get_date", "arguments": {"type": "object", "properties": {}}'
+    assert _sniff([broken])[0] == ""
+    llm = ScriptedToolLLM([broken], ["Paris is the capital of France."])
+    rounds = ToolRounds(box)
+    text, _ = _run(rounds, llm)
+    assert text == "Paris is the capital of France."
+    assert rounds.results[0].outcome == CallOutcome.BAD_ARGUMENTS

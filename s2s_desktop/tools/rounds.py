@@ -72,7 +72,8 @@ def _text_and_calls(engine, messages: list[dict], stop: threading.Event,
                     calls: list[ToolCall]) -> Iterator[str]:
     """The engine's text deltas; the calls it wrote are put in `calls` (read from the text
     where the model writes them in its template's format)."""
-    sniffer = ToolCallSniffer() if engine.tool_calls_in_text and engine.offered_tools else None
+    # the sniffer stays on in the round without tools: a call written there is not spoken
+    sniffer = ToolCallSniffer() if engine.tool_calls_in_text else None
     for item in engine.stream(messages, stop):
         if isinstance(item, ToolCall):
             calls.append(item)

@@ -83,9 +83,9 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
         try:
             values = _json_objects(block)
         except ValueError:
-            if bare:
-                return []  # a reply that merely starts with "{": text, not a call
             name = re.search(r'"name"\s*:\s*"([^"]+)"', block)
+            if bare and name is None:
+                return []  # a reply that merely starts with "{": text, not a call
             calls.append(ToolCall(name.group(1) if name else "", {},
                                   problem=f"the call is not valid JSON: {block[:80]!r}"))
             continue
