@@ -378,3 +378,70 @@ def test_a_broken_bare_json_call_is_never_spoken_and_the_model_answers_again(box
     text, _ = _run(rounds, llm)
     assert text == "Paris is the capital of France."
     assert rounds.results[0].outcome == CallOutcome.BAD_ARGUMENTS
+
+
+# ------------------------------------------------------------------ the turn, through the pipeline
+from tests.helpers import scripted_engines as scripted  # noqa: E402
+
+
+class ToolScriptLLM(scripted.WordByWordLLM):
+    """Calls `slow_lookup` first; once it has read the result, answers with it."""
+
+    name = "tool-script"
+
+    def can_call_tools(self) -> bool:
+        return True
+
+    def stream(self, messages, stop):
+        self.seen.append(messages)
+        if messages[-1]["role"] == "tool":
+            yield f"The lookup says {messages[-1]['content']}."
+        else:
+            yield _call("slow_lookup")
+
+
+@pytest.fixture
+def tool_session(monkeypatch):
+    from s2s_desktop.engines import registry
+    from s2s_desktop.pipeline.runner import HeadlessSession
+    from s2s_desktop.tools.spec import Tool, ToolSpec
+
+    scripted.install(monkeypatch)
+    monkeypatch.setitem(registry.BACKENDS["llm"], "tool-script", f"{__name__}:ToolScriptLLM")
+    settings = scripted.settings()
+    settings.llm.backend = "tool-script"
+    session = HeadlessSession(settings)
+    seen = {"stopped": threading.Event(), "started": threading.Event()}
+
+    def slow(args, stop):
+        seen["started"].set()
+        if stop.wait(1.2):
+            seen["stopped"].set()
+            return "cut short"
+        return "forty-two"
+
+    session.pipeline.tools.add(Tool(ToolSpec("slow_lookup", "Looks it up, slowly."), slow))
+    yield session, seen
+    session.close()
+
+
+def test_a_slow_tool_turn_says_let_me_check_then_the_answer_and_is_recorded(tool_session):
+    session, _ = tool_session
+    rec = session.ask("Look it up.")
+    assert rec["reply"] == "Let me check. The lookup says forty-two."
+    assert "Let me check." in rec["spoken"] and len(rec["pcm"])
+    assert rec["answered_by"] == "tool"
+    assert [(c["name"], c["outcome"], c["result"]) for c in rec["tool_calls"]] == [
+        ("slow_lookup", "ok", "forty-two")]
+    assert rec["tool_calls"][0]["ms"] >= 1000
+
+
+def test_stop_during_a_slow_tool_cancels_it_and_the_turn(tool_session):
+    session, seen = tool_session
+    turn = session.pipeline.submit_text("Look it up.")
+    assert seen["started"].wait(30)
+    session.pipeline.interrupt()
+    rec = session.wait(turn, 30)
+    assert rec.reason == "interrupted"
+    assert seen["stopped"].wait(5)  # the tool saw the turn's stop before its 1.2 s were up
+    assert "forty-two" not in rec.reply

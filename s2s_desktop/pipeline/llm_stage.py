@@ -151,29 +151,30 @@ class LLMStage(EngineStage):
         rounds = ToolRounds(self.tools, ask=self.ask_tool,
                             allow_writing=self.settings.tools.allow_writing)
         said, answered = False, False  # anything yet; words since the last call ended
-        for item in rounds.stream(self.engine, with_data_rule(messages), stop):
-            if isinstance(item, str):
-                if item.strip():
-                    said = answered = True
-                yield item
-            elif isinstance(item, ToolSlow) and not said:
-                said = True
-                yield CHECKING
-            elif isinstance(item, ToolAsking):  # said while the app waits for yes or no
-                said = True
-                yield f" {item.question} "
-            elif isinstance(item, ToolFinished):
-                answered = False
-                self.events.tool_call.emit(turn, item.result.to_dict())
-                log.info("turn %s: tool %s %s in %.0f ms", turn, item.result.call.name,
-                         item.result.outcome, item.result.ms)
-        if not rounds.results:
-            return
-        used = any(r.ok for r in rounds.results)
-        self.book.update(turn, tool_calls=[r.to_dict() for r in rounds.results],
-                         answered_by=(AnsweredBy.TOOL if used else AnsweredBy.LLM).value)
-        if not answered and not stop.is_set():  # no words after the calls: say the result
-            yield rounds.fallback_answer()
+        try:
+            for item in rounds.stream(self.engine, with_data_rule(messages), stop):
+                if isinstance(item, str):
+                    if item.strip():
+                        said = answered = True
+                    yield item
+                elif isinstance(item, ToolSlow) and not said:
+                    said = True
+                    yield CHECKING
+                elif isinstance(item, ToolAsking):  # said while the app waits for yes or no
+                    said = True
+                    yield f" {item.question} "
+                elif isinstance(item, ToolFinished):
+                    answered = False
+                    self.events.tool_call.emit(turn, item.result.to_dict())
+                    log.info("turn %s: tool %s %s in %.0f ms", turn, item.result.call.name,
+                             item.result.outcome, item.result.ms)
+            if rounds.results and not answered and not stop.is_set():
+                yield rounds.fallback_answer()  # no words after the calls: say the result
+        finally:  # also when the turn is stopped: the calls made are recorded
+            if rounds.results:
+                used = any(r.ok for r in rounds.results)
+                self.book.update(turn, tool_calls=[r.to_dict() for r in rounds.results],
+                                 answered_by=(AnsweredBy.TOOL if used else AnsweredBy.LLM).value)
 
     def _record_prompt_tokens(self, turn: int) -> None:
         evaluated = getattr(self.engine, "last_stats", {}).get("prompt_tokens_evaluated")

@@ -123,9 +123,9 @@ class ToolRounds:
                              "tool_calls": [c.to_message() for c in calls]})
             for call in calls:
                 result = yield from self._call(call, stop, after_results=round_no > 0)
+                self.results.append(result)
                 if stop.is_set():
                     return
-                self.results.append(result)
                 yield ToolFinished(result)
                 messages.append(result_message(result))
                 if result.outcome in (CallOutcome.UNKNOWN, CallOutcome.BAD_ARGUMENTS):
