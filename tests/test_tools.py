@@ -138,11 +138,20 @@ def test_an_unknown_tool_is_not_run_and_the_model_answers_without_tools_after_on
 
 
 def test_rounds_are_bounded_and_the_last_result_is_said_if_the_model_has_no_words(box):
-    llm = ScriptedToolLLM(*[[_call("get_date")]] * 4, [])
+    llm = ScriptedToolLLM(*[[_call("calculate", expression=f"{n} + 1")] for n in range(4)],
+                          [])
     rounds = ToolRounds(box, max_rounds=3)
     text, _ = _run(rounds, llm)
     assert len(rounds.results) == 3 and len(llm.prompts) == 5
-    assert text == rounds.results[-1].text  # the date, said as the answer
+    assert text == "3"  # the last result, said as the answer
+
+
+def test_the_same_call_again_is_not_run_again_the_model_answers_instead(box):
+    llm = ScriptedToolLLM([_call("calculate", expression="17*23")],
+                          [_call("calculate", expression="17*23")], ["It is 391."])
+    rounds = ToolRounds(box)
+    text, _ = _run(rounds, llm)
+    assert text == "It is 391." and len(rounds.results) == 1
 
 
 def test_a_result_that_tells_the_model_to_write_does_not_make_a_writing_tool_run(box, tmp_path):

@@ -113,8 +113,10 @@ class ToolRounds:
             yield from _text_and_calls(engine, messages, stop, calls)
             if stop.is_set() or not calls:
                 return
-            last = round_no == self.max_rounds or told_once
-            if last:  # no more calls this turn: the answer is written without tools
+            made = {(r.call.name, repr(r.call.arguments)) for r in self.results}
+            again = all((c.name, repr(c.arguments)) in made for c in calls)
+            last = round_no == self.max_rounds or told_once or again
+            if last:  # no more calls this turn (or the same ones again): answer without tools
                 log.info("tools: the model called again after its last round; answering "
                          "without tools")
                 yield from self._without_tools(engine, messages, stop)

@@ -23,7 +23,7 @@ def note_tool(folder: Callable[[], Path]) -> Tool:
                 f.write(f"- {datetime.now():%Y-%m-%d %H:%M} {text}\n")
         except OSError as exc:
             raise ToolError(f"the note could not be saved in {path}: {exc}") from exc
-        return f"saved the note '{text}' in {path}"
+        return f"saved the note '{text}' in {NOTES_FILE}"
 
     return Tool(
         ToolSpec("save_note", "Save a short note for the user (a reminder, a list item).",
