@@ -134,7 +134,7 @@ def test_an_unknown_tool_is_not_run_and_the_model_answers_without_tools_after_on
     assert text == "Tokyo is the capital."
     assert [r.outcome for r in rounds.results] == [CallOutcome.UNKNOWN]
     assert "no tool 'get_weather'" in rounds.results[0].text
-    assert llm.offered_tools == [{"type": "function"}]  # offered again after the last round
+    assert llm.offered_tools == [{"type": "function"}]  # still listed: the cache holds
 
 
 def test_rounds_are_bounded_and_the_last_result_is_said_if_the_model_has_no_words(box):

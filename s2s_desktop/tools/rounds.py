@@ -134,16 +134,14 @@ class ToolRounds:
                     told_once = True
 
     def _without_tools(self, engine, messages: list[dict], stop: threading.Event):
-        offered, engine.offered_tools = engine.offered_tools, []
-        try:
-            wrote, ignored = False, []
-            for text in _text_and_calls(engine, messages, stop, ignored):
-                wrote = wrote or bool(text.strip())
-                yield text
-            if not wrote and not stop.is_set():
-                yield self.fallback_answer()
-        finally:
-            engine.offered_tools = offered
+        """The last generation: calls written now are not run (the tool list stays in the
+        prompt, so its cached prefix holds; listing none would re-read the whole prompt)."""
+        wrote, ignored = False, []
+        for text in _text_and_calls(engine, messages, stop, ignored):
+            wrote = wrote or bool(text.strip())
+            yield text
+        if not wrote and not stop.is_set():
+            yield self.fallback_answer()
 
     def fallback_answer(self) -> str:
         """What is said when the model gives no words after its calls: the last result."""
