@@ -91,6 +91,10 @@ class DesktopApp(AppWindows, QObject):
             keep_open=settings.audio.keep_mic_open,
         )
         self.pipeline = Pipeline(settings, self.speaker, self.conversation)
+        from .ui.tool_permission import ToolPermission
+
+        self.tool_permission = ToolPermission(self)  # Allow / Deny before a writing tool
+        self.pipeline.ask_tool = self.tool_permission.ask
         self.controller = AppController(settings, self.pipeline, self.mic)
         self.controller.hands_free_factory = HandsFreeBuilder(
             lambda: self.settings, self.speaker, on_notice=self.notice_posted.emit

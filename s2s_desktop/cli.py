@@ -1,6 +1,6 @@
 """`s2s-desktop`: the app (no arguments), `run` (WAV or text in → WAV out, headless), `bench`,
-`models`, `cuda`, `devices`, and the commands a running app accepts (toggle, talk-start,
-talk-stop, quit, status, ask, stop, set, get)."""
+`models`, `cuda`, `devices`, `tools`, and the commands a running app accepts (toggle,
+talk-start, talk-stop, quit, status, ask, stop, set, get, hands-free)."""
 
 from __future__ import annotations
 
@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output-dir", "-o", default="s2s-output",
                      help="where turn-N.wav replies go (default: ./s2s-output)")
     run.add_argument("--json", action="store_true", help="one JSON object per turn")
+    run.add_argument("--allow-tools", action="store_true",
+                     help="let tools that change something (save a note, open an app, MCP "
+                          "tools not marked read-only) run unasked; without it they are denied")
     _add_settings_options(run)
 
     bench = sub.add_parser(
@@ -120,8 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     if add_models_parser is not None:
         add_models_parser(sub)
     from .commands.cuda import add_cuda_parser
+    from .commands.tools import add_tools_parser
 
     add_cuda_parser(sub)
+    add_tools_parser(sub)
 
     dev = sub.add_parser(
         "devices",
@@ -206,6 +211,10 @@ def cmd_run(args) -> int:
         if rec["reply"]:
             by = " (answered on this device)" if rec["answered_by"] == AnsweredBy.LOCAL else ""
             print(f"  assistant: {rec['reply']}{by}")
+        for call in rec.get("tool_calls") or []:
+            told = call.get("result", call.get("error", ""))
+            print(f"  tool:      {call['name']}({json.dumps(call['arguments'])}) → "
+                  f"{call['outcome']}: {told} ({call['ms']:.0f} ms)")
         if rec["audio"]:
             print(f"  audio:     {rec['audio']} ({rec['audio_seconds']} s)")
         if t.get("release_to_first_audio") is not None:
@@ -220,6 +229,7 @@ def cmd_run(args) -> int:
                            'is it?"', 2)
     try:
         settings = _settings(args)
+        settings.tools.allow_writing = settings.tools.allow_writing or args.allow_tools
         results = run_files(settings, args.questions, args.output_dir, on_turn=show)
     except S2SError as exc:
         return _run_failed(args, str(exc), 1)
@@ -231,6 +241,12 @@ def cmd_bench(args) -> int:
     from .commands.bench import bench_command
 
     return bench_command(args, _settings(args))
+
+
+def cmd_tools(args) -> int:
+    from .commands.tools import tools_command
+
+    return tools_command(args, _settings(args))
 
 
 def cmd_devices(args) -> int:
@@ -301,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose, to_file=args.command is None)
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     handlers = {"run": cmd_run, "bench": cmd_bench, "devices": cmd_devices, "ask": cmd_ask,
-                None: cmd_app}
+                "tools": cmd_tools, None: cmd_app}
     if args.command == "models":
         from .commands.models import models_command
 

@@ -165,6 +165,18 @@ class ListenSettings:
 
 
 @dataclass
+class ToolsSettings:
+    # offer tools to models that can call them (the catalog and `tools` say which can)
+    enabled: bool = applies_live(True)
+    # tool names switched off (Settings → Tools); --set tools.disabled=a,b
+    disabled: list[str] = field(default_factory=list, metadata={LIVE: True})
+    # writing tools (save a note, open an app, MCP tools not marked read-only) run unasked;
+    # `run --allow-tools` sets it for one launch. Off: the user is asked each time.
+    allow_writing: bool = applies_live(False)
+    time_limit_s: float = applies_live(15.0)  # per call
+
+
+@dataclass
 class Settings:
     version: int = SCHEMA_VERSION
     device: str = "auto"  # global device; a stage's own device wins over it
@@ -177,6 +189,7 @@ class Settings:
     ui: UISettings = field(default_factory=UISettings)
     assistant: AssistantSettings = field(default_factory=AssistantSettings)
     listen: ListenSettings = field(default_factory=ListenSettings)
+    tools: ToolsSettings = field(default_factory=ToolsSettings)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -206,6 +219,11 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
             raise SettingsError(f"{key}: expected {typ.__name__}, got {value!r}") from None
     if typ is str:
         return "" if value is None else str(value)
+    if typ == list[str]:  # a JSON list, or "a,b" from --set
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            raise SettingsError(f"{key}: expected a list of names, got {value!r}")
+        return [str(i).strip() for i in items if str(i).strip()]
     return value
 
 

@@ -37,6 +37,8 @@ class Exchange:
     error: str = ""
     id: str = ""  # the same for a turn's question line and its finished line
     stt_while_speaking: bool = False  # the transcript was ready at release (live STT)
+    tool_calls: list[dict] = field(default_factory=list)  # ToolResult.to_dict() each
+    answered_by: str = ""
 
     @classmethod
     def from_turn(cls, rec: FinishedTurn, id: str = "") -> Exchange | None:
@@ -52,6 +54,8 @@ class Exchange:
             error=rec.error,
             id=id,
             stt_while_speaking=rec.stt_reused_partial,
+            tool_calls=[dict(c) for c in rec.tool_calls],
+            answered_by=rec.answered_by or "",
         )
 
     def to_json(self) -> str:
@@ -65,6 +69,8 @@ class Exchange:
                 "error": self.error,
                 **({"id": self.id} if self.id else {}),
                 **({"stt_while_speaking": True} if self.stt_while_speaking else {}),
+                **({"tool_calls": self.tool_calls} if self.tool_calls else {}),
+                **({"answered_by": self.answered_by} if self.answered_by else {}),
             },
             ensure_ascii=False,
         )
@@ -88,6 +94,8 @@ class Exchange:
             error=str(data.get("error", "")),
             id=str(data.get("id", "")),
             stt_while_speaking=bool(data.get("stt_while_speaking", False)),
+            tool_calls=[c for c in data.get("tool_calls") or [] if isinstance(c, dict)],
+            answered_by=str(data.get("answered_by") or ""),
         )
 
 

@@ -62,3 +62,16 @@ def fill_api_keys(settings) -> None:
         if section.backend == "openai" and not getattr(section, "api_key", "") and \
                 hasattr(section, "api_key"):
             section.api_key = load_api_key(section.base_url)
+
+
+def load_secret(name: str) -> str:
+    """A secret kept in the OS keychain under `name` (service "s2s-desktop"), e.g. an MCP
+    server's token (`"env": {"TOKEN": "keychain:NAME"}` in mcp.json); "" when there is none.
+    Store one with `keyring set s2s-desktop NAME`."""
+    ring = _keyring()
+    if ring is None:
+        return ""
+    try:
+        return ring.get_password(SERVICE, name) or ""
+    except Exception:  # a locked or broken keychain
+        return ""

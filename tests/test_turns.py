@@ -20,6 +20,7 @@ RECORD_KEYS = [
     "stt_reused_partial",
     "prompt_tokens_evaluated_at_release",
     "answered_by",
+    "tool_calls",  # issue 31: the turn's tool calls
     "error",
     "timings_ms",
 ]

@@ -218,6 +218,17 @@ class STTEngine(Engine):
 
 class LLMEngine(Engine):
     stage = "llm"
+    # OpenAI function-tool schemas the next prompts list (empty: none). The LLM stage sets
+    # it; the same list turn after turn keeps the cached prompt prefix valid.
+    offered_tools: list[dict] = []  # assigned whole, never changed in place
+    # True: tool calls come as text in the model's own format (<tool_call>…), which
+    # engines/llm/tool_calls.py reads; False: `stream` yields ToolCall records itself
+    tool_calls_in_text = True
+
+    def can_call_tools(self) -> bool:
+        """The loaded model writes tool calls (its chat template lists tools). Where it does
+        not, no tools are offered and turns run as plain chat."""
+        return False
 
     def stream(self, messages: list[dict], stop: threading.Event,
                options: LLMOptions) -> Iterator[str]:

@@ -80,6 +80,7 @@ class CatalogEntry:
     profiles: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
     joined: JoinedFile | None = None  # package entries only: a file joined from parts
+    tools: bool = False  # an LLM whose chat template takes tools: it can call tools
 
     @property
     def pinned(self) -> bool:
@@ -138,6 +139,7 @@ def _entry(raw: dict[str, Any]) -> CatalogEntry:
         profiles=tuple(raw.get("profiles", ())),
         settings=dict(raw.get("settings", {})),
         joined=_joined(raw.get("joined")),
+        tools=bool(raw.get("tools", False)),
     )
 
 

@@ -45,6 +45,7 @@ class ModelInfo:
     profiles: tuple[str, ...] = ()
     runs_here: bool = True
     size_approx: bool = False
+    tools: bool = False  # an LLM that can call tools (the catalog says)
     entry: CatalogEntry | None = field(default=None, repr=False)
 
     def to_json(self) -> dict:
@@ -67,6 +68,7 @@ class ModelInfo:
             "languages": list(self.languages),
             "profiles": list(self.profiles),
             "runs_here": self.runs_here,
+            "tools": self.tools,
         }
 
 
@@ -205,6 +207,7 @@ class ModelManager:
             profiles=e.profiles,
             runs_here=e.runs_here(),
             size_approx=e.size_approx,
+            tools=e.tools,
             entry=e,
         )
 

@@ -9,6 +9,7 @@ class PipelineEvents(QObject):
     transcript = Signal(int, str)  # turn, text
     partial_transcript = Signal(int, str)  # turn, text heard so far while the key is held
     reply_delta = Signal(int, str)  # turn, raw LLM text delta
+    tool_call = Signal(int, dict)  # turn, a finished call: ToolResult.to_dict()
     sentence = Signal(int, str)  # turn, speakable piece sent to TTS
     first_audio = Signal(int)  # turn: first sample handed to the output
     turn_finished = Signal(object)  # a FinishedTurn (turns.py)

@@ -12,6 +12,8 @@ import logging
 from ..engines.base import LLMOptions
 from ..engines.llm.history import build_messages, prefix_messages, window
 from ..languages import DEFAULT_LANGUAGE, local_answer_note, with_reply_language
+from ..tools.rounds import ToolAsking, ToolFinished, ToolRounds, ToolSlow, with_data_rule
+from ..tools.toolbox import AskUser, ToolBox
 from .chunker import SentenceChunker
 from .messages import Prime, ReplyDone, Sentence, Transcript
 from .repetition import LoopGuard
@@ -21,15 +23,19 @@ from .turns import AnsweredBy, Conversation
 log = logging.getLogger(__name__)
 
 FIRST_AUDIO_WAIT_S = 5.0
+CHECKING = "Let me check. "  # said when a tool runs past SLOW_S
 
 
 class LLMStage(EngineStage):
     name = "llm"
 
-    def __init__(self, *args, conversation: Conversation, local=None, **kwargs):
+    def __init__(self, *args, conversation: Conversation, local=None,
+                 tools: ToolBox | None = None, ask_tool: AskUser | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.conversation = conversation
         self.local = local  # assistant.local_commands.LocalCommands: answers before the LLM
+        self.tools = tools  # offered to a model that calls tools (tools.enabled)
+        self.ask_tool = ask_tool  # the user's yes/no before a writing tool; None: nobody
 
     def _local_intent(self, msg) -> bool:
         return (
@@ -56,8 +62,10 @@ class LLMStage(EngineStage):
         if exchanges is None:
             exchanges = self.conversation.exchanges()
         history = window(exchanges, cfg.history_turns)
-        self.engine.prime(prefix_messages(cfg.system_prompt, history), self._work_waiting,
-                          question)
+        prefix = prefix_messages(cfg.system_prompt, history)
+        if self._offer_tools():  # the tool list is part of the cached prefix
+            prefix = with_data_rule(prefix)
+        self.engine.prime(prefix, self._work_waiting, question)
 
     def _work_waiting(self) -> bool:
         return self.inbox.waiting(lambda m: not isinstance(m, Prime))
@@ -81,7 +89,7 @@ class LLMStage(EngineStage):
         try:
             while True:
                 copied, guard = False, LoopGuard(earlier)
-                for delta in self.engine.stream(messages, stop, LLMOptions.of(cfg)):
+                for delta in self._reply_stream(msg.turn, messages, stop, LLMOptions.of(cfg)):
                     if stop.is_set():
                         break
                     if not delta:
@@ -123,6 +131,52 @@ class LLMStage(EngineStage):
         # while the reply plays: the next prompt's start, this exchange included (if the
         # reply is cut off, the turn's close evaluates what differs once more)
         self.prime([*exchanges, (msg.text, reply.strip())])
+
+    def _offer_tools(self) -> bool:
+        """List the tools switched on to a model that calls tools; True when there are any."""
+        cfg = self.settings.tools
+        offer = (self.tools is not None and cfg.enabled and self.engine.can_call_tools())
+        if offer:
+            self.tools.disabled = set(cfg.disabled)
+            self.tools.time_limit_s = cfg.time_limit_s
+        tools = [t.spec.schema() for t in self.tools.offered()] if offer else []
+        if tools != self.engine.offered_tools:
+            self.engine.offered_tools = tools
+        return bool(tools)
+
+    def _reply_stream(self, turn: int, messages: list[dict], stop, options: LLMOptions):
+        """The reply's text deltas: the engine's own stream, or through the tool rounds when
+        tools are offered (their calls recorded, "Let me check." said for a slow one)."""
+        if not self._offer_tools():
+            yield from self.engine.stream(messages, stop, options)
+            return
+        rounds = ToolRounds(self.tools, ask=self.ask_tool,
+                            allow_writing=self.settings.tools.allow_writing)
+        said, answered = False, False  # anything yet; words since the last call ended
+        try:
+            for item in rounds.stream(self.engine, with_data_rule(messages), stop, options):
+                if isinstance(item, str):
+                    if item.strip():
+                        said = answered = True
+                    yield item
+                elif isinstance(item, ToolSlow) and not said:
+                    said = True
+                    yield CHECKING
+                elif isinstance(item, ToolAsking):  # said while the app waits for yes or no
+                    said = True
+                    yield f" {item.question} "
+                elif isinstance(item, ToolFinished):
+                    answered = False
+                    self.events.tool_call.emit(turn, item.result.to_dict())
+                    log.info("turn %s: tool %s %s in %.0f ms", turn, item.result.call.name,
+                             item.result.outcome, item.result.ms)
+            if rounds.results and not answered and not stop.is_set():
+                yield rounds.fallback_answer()  # no words after the calls: say the result
+        finally:  # also when the turn is stopped: the calls made are recorded
+            if rounds.results:
+                used = any(r.ok for r in rounds.results)
+                self.book.update(turn, tool_calls=[r.to_dict() for r in rounds.results],
+                                 answered_by=(AnsweredBy.TOOL if used else AnsweredBy.LLM).value)
 
     def _record_prompt_tokens(self, turn: int) -> None:
         evaluated = getattr(self.engine, "last_stats", {}).get("prompt_tokens_evaluated")

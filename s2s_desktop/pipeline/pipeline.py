@@ -19,8 +19,12 @@ import numpy as np
 from ..assistant.local_commands import LocalCommands
 from ..assistant.timers import TimerBook
 from ..audio.sink import AudioSink
-from ..config import Settings, changed_stages
+from ..config import Settings, changed_stages, config_dir, data_dir
 from ..states import STAGES, StageState, TurnReason
+from ..tools.assistant_tools import assistant_toolbox
+from ..tools.mcp_config import FILENAME as MCP_FILE
+from ..tools.mcp_config import load_mcp_config
+from ..tools.mcp_servers import McpServers
 from .events import PipelineEvents
 from .llm_stage import LLMStage
 from .messages import (
@@ -86,7 +90,11 @@ class Pipeline:
         # the time, timers, "say that again": answered in the LLM stage before the LLM
         self.timers = TimerBook()
         self.local = LocalCommands(self.timers, last_reply=self.conversation.last_reply)
-        own = {"llm": dict(conversation=self.conversation, local=self.local),
+        # tools for models that call them; the user's MCP servers start with the pipeline
+        self.tools = assistant_toolbox(self.timers, data_dir)
+        mcp_configs, self.tool_problems = load_mcp_config(config_dir() / MCP_FILE)
+        self.mcp = McpServers(mcp_configs, self.tools)
+        own = {"llm": dict(conversation=self.conversation, local=self.local, tools=self.tools),
                "player": dict(sink=sink)}
         outbox = Upstream({TurnClosed: self._remember})
         built = {}
@@ -100,10 +108,24 @@ class Pipeline:
         self._unloaded: set[str] = set()  # stages whose model was freed while idle
         self._forget_before = 0  # turns before this one belong to a forgotten conversation
 
+    @property
+    def ask_tool(self):
+        """(tool, call, stop) → allowed: the app asks the user before a writing tool (from the
+        LLM stage's thread; it blocks until the user answers or `stop` is set). None: nobody
+        to ask, denied."""
+        return self.llm.ask_tool
+
+    @ask_tool.setter
+    def ask_tool(self, ask) -> None:
+        self.llm.ask_tool = ask
+
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> Pipeline:
         for stage in self.stages.values():
             stage.start()
+        for problem in self.tool_problems:
+            self.events.notice.emit(problem)
+        self.mcp.start()  # in the background: never delays the first answer
         self.started = True
         return self
 
@@ -125,6 +147,7 @@ class Pipeline:
         """Stop every stage and join them; True when all threads ended in time."""
         self.interrupt()
         self.timers.close()
+        self.mcp.close()
         if not self.started:
             return True
         for stage in self.stages.values():

@@ -17,6 +17,7 @@ class AnsweredBy(StrEnum):
 
     LOCAL = "local"
     LLM = "llm"
+    TOOL = "tool"  # the LLM answered from a tool's result (the calculator, an MCP server, …)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ class FinishedTurn:
     prompt_tokens_evaluated_at_release: int | None = None  # None: the LLM did not say
     stt_reused_partial: bool = False
     answered_by: str | None = None  # AnsweredBy: local commands or the LLM; None: no answer
+    # the turn's tool calls: ToolResult.to_dict() (name, arguments, result or error, ms)
+    tool_calls: tuple[dict, ...] = ()
     timings_ms: dict[str, float | None] = field(default_factory=dict)
 
     def kept_reply(self) -> str:
@@ -137,6 +140,7 @@ class FinishedTurn:
             "stt_reused_partial": self.stt_reused_partial,
             "prompt_tokens_evaluated_at_release": self.prompt_tokens_evaluated_at_release,
             "answered_by": self.answered_by,
+            "tool_calls": [dict(c) for c in self.tool_calls],
             "error": self.error,
             "timings_ms": dict(self.timings_ms),
         }
@@ -156,6 +160,7 @@ class FinishedTurn:
             prompt_tokens_evaluated_at_release=data.get("prompt_tokens_evaluated_at_release"),
             stt_reused_partial=bool(data.get("stt_reused_partial")),
             answered_by=data.get("answered_by"),
+            tool_calls=tuple(data.get("tool_calls") or ()),
             timings_ms=dict(data.get("timings_ms") or {}),
         )
 
@@ -177,6 +182,7 @@ class TurnRecord:
     prompt_tokens_evaluated_at_release: int | None = None  # None: the LLM did not say
     stt_reused_partial: bool = False
     answered_by: str | None = None  # AnsweredBy: local commands or the LLM; None: no answer
+    tool_calls: list[dict] = field(default_factory=list)
     marks: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -213,6 +219,7 @@ class TurnRecord:
             prompt_tokens_evaluated_at_release=self.prompt_tokens_evaluated_at_release,
             stt_reused_partial=self.stt_reused_partial,
             answered_by=self.answered_by,
+            tool_calls=tuple(self.tool_calls),
             timings_ms=self.timings_ms(),
         )
 

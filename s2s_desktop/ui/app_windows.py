@@ -56,6 +56,7 @@ class AppWindows:
                 events=self.pipeline.events,
                 saved=self.launch.base(),
                 launch_note=self._launch_note(),
+                tools=self.pipeline.tools,
             )
             dialog.saved_changed.connect(self.settings_saved)
             return dialog

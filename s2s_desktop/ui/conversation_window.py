@@ -37,6 +37,14 @@ class Entry:
     when: float = field(default_factory=time.time)
     error: str = ""
     stt_while_speaking: bool = False
+    tool_calls: list = field(default_factory=list)  # ToolResult.to_dict() each
+
+
+def tool_call_line(call: dict) -> str:
+    """One tool call as the window shows it: name, arguments, result or why not."""
+    args = ", ".join(f"{k}={v!r}" for k, v in (call.get("arguments") or {}).items())
+    told = call.get("result", call.get("error", ""))
+    return f"tool {call.get('name')}({args}) → {call.get('outcome')}: {told}"
 
 
 RUNNING_WORDS = {
@@ -90,6 +98,7 @@ class ConversationWindow(QWidget):
                 ex.time,
                 ex.error,
                 ex.stt_while_speaking,
+                list(ex.tool_calls),
             )
         self.state = AppState.IDLE  # the app's state: what the running turn says
         self.detail = ""  # what the app says about that state (an error, the progress)
@@ -156,6 +165,7 @@ class ConversationWindow(QWidget):
         entry.error = rec.error
         entry.timings_ms = rec.timings_ms
         entry.stt_while_speaking = rec.stt_reused_partial
+        entry.tool_calls = [dict(c) for c in rec.tool_calls]
         # an interrupted reply is kept as far as it was spoken; a turn that ended with no
         # reply written (an error) keeps what was streamed
         kept = rec.kept_reply()
@@ -315,6 +325,8 @@ class ConversationWindow(QWidget):
         elif e.reason == TurnReason.ERROR:  # the same error as the turn above: said once
             error = "failed again: the same error" if same_error else esc(e.error or "failed")
             reply += f" <span style='color:#c62828'>({error})</span>"
+        for call in e.tool_calls:
+            parts.append(f"<p style='color:gray; font-size:small'>{esc(tool_call_line(call))}</p>")
         answer_link = copy_link("assistant") if e.reason and e.assistant.strip() else ""
         parts.append(f"<p><b style='color:#1e7fd8'>Assistant</b>{answer_link}<br>{reply}</p>")
         line = latency_line(e.timings_ms, e.stt_while_speaking)

@@ -239,6 +239,7 @@ class ModelManagerWindow(QWidget):
             f"licence {m.license}" if m.license else "",
             f"languages {', '.join(m.languages)}" if m.languages else "",
             f"profiles {', '.join(m.profiles)}" if m.profiles else "",
+            "can use tools" if m.tools else "",
         ]
         if any(facts):
             lines.append(" · ".join(f for f in facts if f))

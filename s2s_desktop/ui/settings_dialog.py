@@ -45,6 +45,7 @@ from .model_settings import STAGE_NAMES, ComputeTab, ModelsTab
 from .server_settings import ServerTab
 from .settings_checks import known_models, settings_problems
 from .tasks import ERROR_STYLE
+from .tools_settings import ToolsTab
 
 SHORT = {"vad": "VAD", "stt": "Speech to text", "llm": "Language model", "tts": "Voice"}
 LANGUAGES = [
@@ -86,6 +87,7 @@ class SettingsDialog(QDialog):
         path: Path | None = None,
         saved: config.Settings | None = None,
         launch_note: str = "",
+        tools=None,
     ):
         super().__init__(parent)
         self.setWindowTitle("Settings")  # Qt appends the app name
@@ -115,6 +117,8 @@ class SettingsDialog(QDialog):
         self.tabs.addTab(self._assistant_tab(models), "Assistant")
         self.server = ServerTab(self.fields)
         self.tabs.addTab(self.server, "Server")
+        self.tools = ToolsTab(self.fields, tools)
+        self.tabs.addTab(self.tools, "Tools")
         self.models.backend_changed.connect(self.compute.backend_changed)
 
         self.message = QLabel("")
@@ -246,6 +250,7 @@ class SettingsDialog(QDialog):
         self.fields.load(self.settings)
         self.models.sync_all()
         self.server.load(self.settings)
+        self.tools.load(self.settings)
         self._check_hotkey(self.settings.hotkey.combo)
 
     def set_launch_note(self, text: str) -> None:
@@ -262,6 +267,7 @@ class SettingsDialog(QDialog):
         """The settings as the dialog shows them (SettingsError for a value of the wrong type)."""
         new = self.settings.copy()
         self.fields.store(new)
+        self.tools.store(new)
         return new
 
     def problems(self, new: config.Settings) -> tuple[list[str], list[str]]:

@@ -20,6 +20,7 @@ from ...errors import DeviceUnavailable, ModelLoadError, S2SError
 from ...models.resolve import resolve_model
 from ..base import WARMUP_LLM, LLMEngine, LLMOptions, require
 from .history import prefix_ids
+from .tool_calls import template_takes_tools
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,14 @@ class LlamaCppLLM(LLMEngine):
         self.loaded = True
         log.info("llama.cpp loaded %s (%d GPU layers) in %.2f s", path.name, n_gpu, self.load_s)
 
+    def can_call_tools(self) -> bool:
+        return self.llm is not None and template_takes_tools(
+            self.llm.metadata.get("tokenizer.chat_template"))
+
+    def _render(self, messages: list[dict]):
+        """The prompt through the GGUF's template, with the offered tools listed."""
+        return self.formatter(messages=messages, tools=self.offered_tools or None)
+
     def set_threads(self, threads: int) -> None:
         threads = threads or self._threads
         if self.llm is None or threads == self._threads_now:
@@ -138,7 +147,7 @@ class LlamaCppLLM(LLMEngine):
 
     def tokens(self, messages: list[dict]) -> list[int]:
         """The prompt's token ids, as the chat template renders it."""
-        prompt = self.formatter(messages=messages)
+        prompt = self._render(messages)
         return self._ids(prompt.prompt, prompt)
 
     def _ids(self, text: str, prompt) -> list[int]:
@@ -148,8 +157,8 @@ class LlamaCppLLM(LLMEngine):
     def prefix_tokens(self, messages: list[dict], question: str = "") -> list[int]:
         """Token ids of the next prompt up to where its user message starts (or up to the end
         of the question's first words)."""
-        prompt = self.formatter(messages=messages)  # how this template tokenizes (BOS or not)
-        return prefix_ids(messages, lambda m: self.formatter(messages=m).prompt,
+        prompt = self._render(messages)  # how this template tokenizes (BOS or not)
+        return prefix_ids(messages, lambda m: self._render(m).prompt,
                           lambda text: self._ids(text, prompt), question)
 
     def prime(self, messages: list[dict], should_stop, question: str = "") -> int:
@@ -186,7 +195,7 @@ class LlamaCppLLM(LLMEngine):
         stats = {"tokens": 0, "first_token_s": None, "finish": None,
                  "prompt_tokens_evaluated": None}
         self.last_stats = stats
-        prompt = self.formatter(messages=messages)
+        prompt = self._render(messages)
         ids = self._ids(prompt.prompt, prompt)
         evaluated_before = self.llm.evaluated
         try:

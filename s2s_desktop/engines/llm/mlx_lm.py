@@ -20,6 +20,7 @@ from ...mlx_lock import locked_steps, mlx_lock
 from ...models.resolve import resolve_model
 from ..base import WARMUP_LLM, LLMEngine, LLMOptions
 from .history import common_prefix, prefix_ids
+from .tool_calls import template_takes_tools
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +116,14 @@ class MLXLMLLM(LLMEngine):
 
     # ------------------------------------------------------------ prompt
 
+    def can_call_tools(self) -> bool:
+        return template_takes_tools(getattr(self._tokenizer, "chat_template", None))
+
     def _render(self, messages: list[dict]) -> str:
         tok = self._tokenizer
         if getattr(tok, "chat_template", None):
-            return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                           tools=self.offered_tools or None)
         # no template shipped: a plain transcript the model can continue
         lines = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
         return "\n".join(lines) + "\nAssistant:"

@@ -22,6 +22,7 @@ from ..openai_http import (
     parse_base_url,
     plain_http_warning,
 )
+from .openai_tools import ToolCallFragments, api_messages
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,11 @@ class OpenAILLM(LLMEngine):
     def describe(self) -> str:
         return f"{self.settings.model or 'default model'} at {self.endpoint.base_url}"
 
+    tool_calls_in_text = False  # the server parses them: they come as `tool_calls`
+
+    def can_call_tools(self) -> bool:
+        return True  # the server says so with an error if its model cannot
+
     def stream(self, messages: list[dict], stop: threading.Event,
                options: LLMOptions) -> Iterator[str]:
         if stop.is_set():
@@ -63,6 +69,9 @@ class OpenAILLM(LLMEngine):
         }
         if self.settings.model:
             payload["model"] = self.settings.model
+        if self.offered_tools:
+            payload["tools"], payload["messages"] = self.offered_tools, api_messages(messages)
+        calls = ToolCallFragments()
         request = Request(self.endpoint, WHAT, self.connect_timeout, self.read_timeout)
         done = abort_on(stop, request)
         t0 = time.monotonic()
@@ -78,16 +87,19 @@ class OpenAILLM(LLMEngine):
             if resp is None:  # stopped while connecting
                 stats["finish"] = "cancelled"
                 return
-            for delta, finish in _sse_deltas(request):
+            for delta, finish, tool_parts in _sse_deltas(request):
                 if stop.is_set():
                     break
                 if finish:
                     stats["finish"] = finish
+                calls.add(tool_parts)
                 if delta:
                     stats["tokens"] += 1
                     if stats["first_token_s"] is None:
                         stats["first_token_s"] = time.monotonic() - t0
                     yield delta
+            if not stop.is_set():
+                yield from calls.calls()
         finally:
             done.set()
             request.close()
@@ -96,8 +108,8 @@ class OpenAILLM(LLMEngine):
                 stats["finish"] = "cancelled"
 
 
-def _sse_deltas(request: Request) -> Iterator[tuple[str, str | None]]:
-    """(text delta, finish_reason) from an SSE body; a plain JSON body (a server that ignores
+def _sse_deltas(request: Request) -> Iterator[tuple[str, str | None, list]]:
+    """(text delta, finish_reason, tool-call fragments) from an SSE body; a plain JSON body (a server that ignores
     "stream") is taken as one delta."""
     data_lines: list[str] = []
     first = True
@@ -124,7 +136,7 @@ def _sse_deltas(request: Request) -> Iterator[tuple[str, str | None]]:
         # other fields (event:, id:, retry:) and comments (":") carry nothing we need
 
 
-def _event(data: str) -> Iterator[tuple[str, str | None]]:
+def _event(data: str) -> Iterator[tuple[str, str | None, list]]:
     if data.strip() == "[DONE]":
         return
     try:
@@ -140,4 +152,4 @@ def _event(data: str) -> Iterator[tuple[str, str | None]]:
     for choice in chunk.get("choices") or []:
         part = choice.get("delta") or choice.get("message") or {}
         text = part.get("content") or choice.get("text") or ""
-        yield text, choice.get("finish_reason")
+        yield text, choice.get("finish_reason"), part.get("tool_calls") or []

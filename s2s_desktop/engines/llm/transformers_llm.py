@@ -19,6 +19,7 @@ from ...errors import DeviceUnavailable, ModelLoadError, S2SError, UnsafeModelFo
 from ...models.resolve import resolve_model
 from ..base import WARMUP_LLM, LLMEngine, LLMOptions, require
 from .history import common_prefix, prefix_ids
+from .tool_calls import template_takes_tools
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,11 @@ class TransformersLLM(LLMEngine):
 
     def _render(self, messages: list[dict]) -> str:
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                  tokenize=False)
+                                                  tokenize=False,
+                                                  tools=self.offered_tools or None)
+
+    def can_call_tools(self) -> bool:
+        return template_takes_tools(getattr(self.tokenizer, "chat_template", None))
 
     def _keeps_cache(self) -> bool:
         return not self.compiled  # a compiled model generates with its own static cache

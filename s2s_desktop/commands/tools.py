@@ -1,0 +1,54 @@
+"""`s2s-desktop tools`: the tools a model that calls tools is offered — built-in ones and
+those of the MCP servers in mcp.json (started to list them) — with on/off and permission."""
+
+from __future__ import annotations
+
+import json
+
+from ..assistant.timers import TimerBook
+from ..config import Settings, config_dir, data_dir
+from ..tools.assistant_tools import assistant_toolbox
+from ..tools.mcp_config import FILENAME as MCP_FILE
+from ..tools.mcp_config import load_mcp_config
+from ..tools.mcp_servers import McpServers
+
+
+def add_tools_parser(sub) -> None:
+    p = sub.add_parser(
+        "tools", help="list the tools the assistant can call (built-in and MCP servers)",
+        description="List the tools offered to a model that calls tools: the built-in ones "
+        f"and those of the MCP servers in {config_dir() / MCP_FILE} (started to ask them). "
+        "Writing tools ask before they run.")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def tools_command(args, settings: Settings) -> int:
+    timers = TimerBook()
+    box = assistant_toolbox(timers, data_dir)
+    box.disabled = set(settings.tools.disabled)
+    configs, problems = load_mcp_config(config_dir() / MCP_FILE)
+    servers = McpServers(configs, box)
+    try:
+        servers.start()
+        servers.wait_started()
+        rows = [{**t.spec.to_dict(), "enabled": t.spec.name not in box.disabled,
+                 "asks_first": box.needs_permission(t)} for t in box.all_tools()]
+        status = servers.status()
+    finally:
+        servers.close()
+        timers.close()
+    problems += [f"MCP server '{s['server']}': {s['error']}" for s in status if s["error"]]
+    if args.json:
+        print(json.dumps({"enabled": settings.tools.enabled, "tools": rows,
+                          "servers": status, "problems": problems}, ensure_ascii=False))
+        return 0
+    if not settings.tools.enabled:
+        print("tools are switched off (tools.enabled=false): models answer without them")
+    for row in rows:
+        flags = [] if row["enabled"] else ["off"]
+        flags += ["asks first"] if row["asks_first"] else []
+        extra = f" ({', '.join(flags)})" if flags else ""
+        print(f"  {row['name']:<18} [{row['source']}] {row['description']}{extra}")
+    for problem in problems:
+        print(f"warning: {problem}")
+    return 0
