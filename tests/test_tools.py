@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from s2s_desktop.assistant.timers import TimerBook
+from s2s_desktop.engines.base import LLMOptions
 from s2s_desktop.engines.llm.tool_calls import ToolCall, ToolCallSniffer, parse_tool_calls
 from s2s_desktop.tools.assistant_tools import assistant_toolbox
 from s2s_desktop.tools.builtin.calculator import calculate
@@ -328,7 +329,7 @@ def test_the_openai_backend_sends_the_tools_and_reads_streamed_tool_calls():
         messages = [{"role": "user", "content": "What is 17 times 23?"},
                     {"role": "assistant", "content": "", "tool_calls": [earlier.to_message()]},
                     {"role": "tool", "tool_call_id": "c0", "content": "Sunday"}]
-        out = list(engine.stream(messages, threading.Event()))
+        out = list(engine.stream(messages, threading.Event(), LLMOptions.of(engine.settings)))
     finally:
         server.shutdown()
         server.server_close()
