@@ -455,3 +455,12 @@ def test_stop_during_a_slow_tool_cancels_it_and_the_turn(tool_session):
     assert rec.reason == "interrupted"
     assert seen["stopped"].wait(5)  # the tool saw the turn's stop before its 1.2 s were up
     assert "forty-two" not in rec.reply
+
+
+def test_a_bare_call_followed_by_a_made_up_result_is_a_call_not_spoken_json():
+    """Qwen 0.5B once wrote a call and then a result of its own; the reply spoken was the raw
+    JSON. The call is read; the object beside it is neither run nor spoken."""
+    text = '{"name": "save_note", "arguments": {"text": "x"}}{"error": "not allowed"}'
+    calls = parse_tool_calls(text)
+    assert [(c.name, c.arguments, c.problem) for c in calls] == [("save_note", {"text": "x"}, "")]
+    assert parse_tool_calls('{"error": "not allowed"}') == []  # no call at all: text

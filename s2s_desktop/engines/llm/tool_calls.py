@@ -92,11 +92,11 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
         for value in values:
             call = _call_from(value, block)
             if call is None:
-                if bare:
-                    return []
+                if bare:  # an object beside a bare call (a result the model made up): dropped
+                    continue
                 call = ToolCall("", {}, problem=f"a call needs a name: {block[:80]!r}")
             calls.append(call)
-    return calls
+    return calls  # bare JSON with no call in it: [] (the reply is text)
 
 
 class ToolCallSniffer:
