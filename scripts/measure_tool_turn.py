@@ -26,10 +26,10 @@ QUESTIONS = {"tool": "What is 17 times 23?", "plain": "What is the capital of Fr
 
 
 def measure(tools_on: bool, runs: int) -> dict:
-    from s2s_desktop import config
     from s2s_desktop.pipeline.runner import HeadlessSession
+    from s2s_desktop.profiles import for_profile
 
-    settings, _ = config.resolve("starter", {
+    settings = for_profile("starter", {
         "llm.model": str(qwen_tools_gguf()), "llm.max_new_tokens": 60,
         "llm.context_tokens": 4096, "tools.enabled": tools_on,
         "llm.history_turns": 0,  # every run is the same prompt: the figures compare

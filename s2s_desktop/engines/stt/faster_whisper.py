@@ -231,8 +231,12 @@ class FasterWhisperSTT(STTEngine):
         # encoder states are encoded here, once, before the first question
         noise = 0.5 * np.random.default_rng(0).standard_normal(SAMPLE_RATE // 2).astype(np.float32)
         lang = self._language(None)
-        try:  # the short window: stt.short_window's default (the long one needs no set-up)
-            self._generate(noise, lang, MIN_WINDOW_FRAMES, 4, STTOptions.of(self.settings))
+        options = STTOptions.of(self.settings)  # warm the path the settings choose at load
+        try:
+            if options.short_window:
+                self._generate(noise, lang, MIN_WINDOW_FRAMES, 4, options)
+            else:
+                self._decode(noise, lang, 4, options, temperature=0.0)
         except RuntimeError as exc:  # seen on CUDA 13: "Library libcublas.so.12 is not found"
             unavailable = self._cuda_unavailable(exc)
             if unavailable:
