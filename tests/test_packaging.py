@@ -470,8 +470,11 @@ def test_bundle_carries_qt_plugins_and_no_torch(starter_bundle):
     assert not (internal / "av").exists() and not list(internal.glob("libavcodec*"))  # stand-in
     assert not list((internal / "onnxruntime" / "capi").glob("libonnxruntime.so*"))
     assert (internal / "resources" / "catalog.json").is_file()
-    assert size < 700 * 2**20, (
-        f"the starter bundle grew to {size / 2**20:.0f} MiB (618 MiB in v0.2, 711 in v0.1)"
+    # v0.3 adds the multilingual Whisper base (145 MB joined, the starter recognizer for a
+    # locale that is not English, issue 33): 618 + ~141 MiB measured 759 MiB
+    assert size < 800 * 2**20, (
+        f"the starter bundle grew to {size / 2**20:.0f} MiB (759 MiB in v0.3 with Whisper base, "
+        "618 in v0.2, 711 in v0.1)"
     )
 
 
