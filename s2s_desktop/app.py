@@ -135,6 +135,9 @@ class DesktopApp(AppWindows, QObject):
         from .settings_commands import SettingsCommands
 
         self.settings_commands = SettingsCommands(self)  # `s2s-desktop set` / `get`
+        from .ui.voice_offer import VoiceOffer
+
+        self.voice_offer = VoiceOffer(self)  # "Download <voice>…" for a reply without a voice
         for text in list(warnings or []) + problems:
             self.show_notice(text)
 

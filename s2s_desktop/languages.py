@@ -159,10 +159,17 @@ class VoiceChoice:
         if self.action is not VoiceAction.MISSING:
             return ""
         lang = name(self.language)
-        offer = (f"download {self.voice.name} in Models… to hear it" if self.voice
+        offer = (f"download {self.voice.name} to hear it (Models…, or `s2s-desktop models "
+                 f"download {self.voice.id}`)" if self.voice
                  else "no voice for it is in the catalog yet")
         return (f"No {lang} voice is installed, so this {lang} reply is shown, not spoken "
                 f"(an English voice would garble it): {offer}.")
+
+    def offer(self) -> str:
+        """The download offer's label ("" when there is nothing to download): short, for a
+        button; the model manager it opens names the voice."""
+        missing = self.action is VoiceAction.MISSING and self.voice is not None
+        return f"Download {name(self.language)} Voice…" if missing else ""
 
 
 def choose_voice(language: str | None, current_languages: tuple[str, ...],

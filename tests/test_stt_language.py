@@ -91,9 +91,12 @@ def test_the_voice_follows_the_reply_language():
     missing = choose_voice("fr", ("en",), [FRENCH, GERMAN])
     assert (missing.action, missing.voice) == (VoiceAction.MISSING, FRENCH)
     assert "No French voice is installed" in missing.notice()
-    assert "download Piper fr_FR siwis in Models" in missing.notice()
+    assert "download Piper fr_FR siwis to hear it" in missing.notice()
+    assert "`s2s-desktop models download piper-fr`" in missing.notice()
+    assert missing.offer() == "Download French Voice…" and switch.offer() == ""
     nothing = choose_voice("ja", ("en",), [GERMAN])
     assert nothing.action is VoiceAction.MISSING and "no voice" in nothing.notice()
+    assert nothing.offer() == ""  # nothing to download: no offer
 
 
 def test_the_catalog_offers_a_voice_for_each_common_language():

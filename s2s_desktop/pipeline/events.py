@@ -15,3 +15,6 @@ class PipelineEvents(QObject):
     turn_finished = Signal(object)  # a FinishedTurn (turns.py)
     error = Signal(str, str)  # stage, message (one clear line)
     notice = Signal(str)  # something the user should know (CPU fallback, …)
+    # a reply language no installed voice speaks: the notice, the language, and a catalog voice
+    # to offer (its id and the offer's label, "Download Piper …"; "" when the catalog has none)
+    voice_missing = Signal(str, str, str, str)

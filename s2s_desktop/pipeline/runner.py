@@ -47,6 +47,8 @@ class HeadlessSession:
         self.notices: list[str] = []
         self.pipeline.events.notice.connect(self.notices.append,
                                             Qt.ConnectionType.DirectConnection)
+        self.pipeline.events.voice_missing.connect(lambda text, *_: self.notices.append(text),
+                                                   Qt.ConnectionType.DirectConnection)
         self.pipeline.start()
         errors = self.pipeline.wait_ready(load_timeout_s)
         if errors:

@@ -16,7 +16,9 @@ class TTSStage(EngineStage):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.voices = VoiceRouter(lambda text: self.events.notice.emit(text))
+        self.voices = VoiceRouter(lambda choice: self.events.voice_missing.emit(
+            choice.notice(), choice.language, choice.voice.id if choice.voice else "",
+            choice.offer()))
 
     def load_engine(self) -> None:
         self.voices.reset()  # the voice or its settings may have changed

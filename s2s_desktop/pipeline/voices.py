@@ -1,7 +1,8 @@
 """Which voice speaks a reply: the configured one when it speaks the reply's language, else an
 installed catalog voice that does (loaded beside it, kept for later turns), else none — the
 reply is shown with a notice offering a voice to download, never read by a voice of another
-language. The decision itself is `languages.choose_voice`.
+language. The decision itself is `languages.choose_voice`. A voice downloaded meanwhile is
+found at the next reply (`catalog_changed`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from .. import config, languages
 from ..engines import registry
 from ..errors import S2SError
-from ..languages import VoiceAction, VoiceOption
+from ..languages import VoiceAction, VoiceChoice, VoiceOption
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +61,22 @@ def voice_languages(engine, section, voices: list[VoiceOption]) -> tuple[str, ..
 
 class VoiceRouter:
     """The TTS stage's voices per reply language. `voices` lists the catalog's voices (tests
-    pass their own); `notice` tells the user about a language without a voice, once."""
+    pass their own); `notice` tells the user about a language without a voice (the choice,
+    with the voice to download), once."""
 
-    def __init__(self, notice: Callable[[str], None],
+    def __init__(self, notice: Callable[[VoiceChoice], None],
                  voices: Callable[[], list[VoiceOption]] | None = None):
         self._notice = notice
         self._list_voices = voices
         self._voices: list[VoiceOption] | None = None
         self._engines: dict[str, object] = {}  # voice id → loaded engine
         self._told: set[str] = set()
+        self._stale = False  # a model was downloaded: list the voices again
+
+    def catalog_changed(self) -> None:
+        """A model was downloaded or deleted (from any thread): the next reply looks again at
+        which voices are installed, and tells again about a language still without one."""
+        self._stale = True
 
     def reset(self) -> None:
         """Forget the extra voices (the settings changed or the models were freed)."""
@@ -77,6 +85,8 @@ class VoiceRouter:
         self._engines, self._voices, self._told = {}, None, set()
 
     def voices(self) -> list[VoiceOption]:
+        if self._stale:
+            self._stale, self._voices, self._told = False, None, set()
         if self._voices is None:
             self._voices = (self._list_voices or catalog_voices)()
         return self._voices
@@ -98,7 +108,7 @@ class VoiceRouter:
                 choice = dataclasses.replace(choice, action=VoiceAction.MISSING)
         if lang not in self._told:
             self._told.add(lang)
-            self._notice(choice.notice())
+            self._notice(choice)
         return None
 
     def _load(self, voice: VoiceOption, section, device: str):

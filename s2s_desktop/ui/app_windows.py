@@ -84,7 +84,11 @@ class AppWindows:
         if dialog is not None:  # "No settings saved yet" is no longer true
             dialog.set_launch_note(self._launch_note())
 
-    def open_models(self, offer: list[str] | None = None) -> None:
+    def open_models(self, offer: list[str] | None = None,
+                    intro: str = "Recommended for this computer, not downloaded yet:",
+                    after: str = ""):
+        """The model manager (None when this build lacks it); `offer`: models to select,
+        ready to download, with `intro` (and `after`) saying why."""
         def make(module):
             window = module.ModelManagerWindow(self.settings.copy())
             window.downloaded.connect(self._model_downloaded)
@@ -95,7 +99,8 @@ class AppWindows:
             "models", "s2s_desktop.ui.model_manager", make, "The model manager"
         )
         if window is not None and offer:
-            window.offer(offer, "Recommended for this computer, not downloaded yet:")
+            window.offer(offer, intro, *([after] if after else []))
+        return window
 
     def use_model(self, keys: dict) -> None:
         """The model manager's "Use this model": saved, and loaded now."""
@@ -113,6 +118,7 @@ class AppWindows:
         )
 
     def _model_downloaded(self, model_id: str) -> None:
+        self.pipeline.tts.voices.catalog_changed()  # a voice for a reply's language, maybe
         first = self.launch.first_run
         if first is not None and not config.settings_path().exists():
             # first run: a recommended model arrived, so its stage switches to it

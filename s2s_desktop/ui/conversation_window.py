@@ -10,13 +10,14 @@ import time
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMessageBox,
     QPushButton,
     QTextBrowser,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -122,8 +123,12 @@ class ConversationWindow(QWidget):
         self.clear_button = QPushButton("Clear")
         self.clear_button.setToolTip("Forget the whole conversation, saved history included")
         self.clear_button.clicked.connect(lambda: self.clear(confirm=True))
+        self.offer_button = QToolButton()  # "Download <voice>…", while a reply needs one
+        self.offer_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.offer_button.hide()
         bar = QHBoxLayout()
         bar.addWidget(self.status, 1)
+        bar.addWidget(self.offer_button)
         bar.addWidget(self.new_button)
         bar.addWidget(self.copy_button)
         bar.addWidget(self.clear_button)
@@ -193,6 +198,12 @@ class ConversationWindow(QWidget):
 
     def show_notice(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
+
+    def add_offer(self, action: QAction) -> None:
+        """A button for `action`, shown while the action is."""
+        self.offer_button.setDefaultAction(action)
+        action.changed.connect(lambda: self.offer_button.setVisible(action.isVisible()))
+        self.offer_button.setVisible(action.isVisible())
 
     # ------------------------------------------------------------------ actions
     def mark_new_conversation(self) -> None:

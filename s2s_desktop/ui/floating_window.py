@@ -130,6 +130,20 @@ class FloatingWindow(QWidget):
             action.changed.connect(lambda b=button, a=action: self._follow(b, a))
         self.fit_height()
 
+    def add_offer(self, action: QAction) -> None:
+        """An offer that comes with a notice ("Download German Voice…"): a full-width button
+        under the notice, and in the menu after Talk, while the action is visible."""
+        self.actions.insert_after_talk(self.menu, [action])
+        button = QToolButton()
+        button.setDefaultAction(action)
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        button.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        button.setHidden(not action.isVisible())
+        self.layout().insertWidget(1, button)  # under the state and the notice
+        self.tool_buttons["offer"] = button
+        action.changed.connect(lambda: self._follow(button, action))
+        self.fit_height()
+
     def _follow(self, button: QToolButton, action: QAction) -> None:
         if button.isHidden() == action.isVisible():
             button.setHidden(not action.isVisible())

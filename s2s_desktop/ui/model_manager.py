@@ -184,17 +184,18 @@ class ModelManagerWindow(QWidget):
         rows = sorted(r.row() for r in self.table.selectionModel().selectedRows())
         return [self.models[r] for r in rows]
 
-    def offer(self, model_ids: list[str], intro: str) -> None:
-        """Pre-select models to download (first run) and say what they need."""
+    def offer(self, model_ids: list[str], intro: str,
+              after: str = "Press Download to fetch them; the starter set answers meanwhile."
+              ) -> bool:
+        """Pre-select models to download (first run, a voice for a reply's language), show
+        the first, say what they need and put the keyboard on Download. False: all are here."""
         found = [m for m in (self.info(i) for i in model_ids) if m is not None and not m.installed]
         if not found:
-            return
+            return False
         total = sum(m.size_bytes or 0 for m in found)
         names = ", ".join(f"{m.name} ({size_text(m)})" for m in found)
-        self.offer_label.setText(
-            f"{intro} {names}. Total {human_size(total)}. Press Download to fetch them; "
-            "the starter set answers meanwhile."
-        )
+        size = f" Total {human_size(total)}." if len(found) > 1 else ""
+        self.offer_label.setText(f"{intro} {names}.{size} {after}")
         self.offer_label.show()
         self.table.clearSelection()
         for m in found:
@@ -203,7 +204,11 @@ class ModelManagerWindow(QWidget):
                 self.table.selectionModel().SelectionFlag.Select
                 | self.table.selectionModel().SelectionFlag.Rows,
             )
+        self.table.scrollToItem(self.table.item(self.row_of(found[0].id), 0))
         self._selection_changed()
+        self.buttons["download"].setDefault(True)
+        self.buttons["download"].setFocus()
+        return True
 
     def selected_id(self) -> str:
         m = self.selected() if self.table.rowCount() else None

@@ -47,6 +47,8 @@ class TrayIcon(QSystemTrayIcon):
     def __init__(self, actions: AppActions, parent=None):
         super().__init__(parent)
         self.actions = actions
+        self.clicked_action = None  # what a click on the message shown last does, if anything
+        self.messageClicked.connect(self._message_clicked)
         self.menu = QMenu()
         self.status_action = actions.fill_menu(self.menu)
         self.setContextMenu(self.menu)
@@ -66,6 +68,7 @@ class TrayIcon(QSystemTrayIcon):
         self.status_action.setText(menu_status_text(text))
 
     def show_notice(self, text: str, error: bool = False) -> None:
+        self.clicked_action = None  # a new message: an earlier one's offer is not this one's
         if self.isVisible() and self.supportsMessages():
             icon = (
                 QSystemTrayIcon.MessageIcon.Warning
@@ -73,6 +76,10 @@ class TrayIcon(QSystemTrayIcon):
                 else QSystemTrayIcon.MessageIcon.Information
             )
             self.showMessage("s2s-desktop", text, icon, 6000)
+
+    def _message_clicked(self) -> None:
+        if self.clicked_action is not None and self.clicked_action.isVisible():
+            self.clicked_action.trigger()
 
     def _activated(self, reason) -> None:
         # a plain click opens the conversation; the menu has everything else
