@@ -134,6 +134,28 @@ def test_a_later_message_does_not_open_the_voice_offer_on_click(qtbot, german_ap
     assert "models" not in app._dialogs
 
 
+def test_the_offered_voice_is_scrolled_into_view_in_a_short_window(qtbot, qapp, tmp_path,
+                                                                   monkeypatch):
+    if not isinstance(qapp, QApplication):
+        pytest.skip("a QCoreApplication exists (a headless test ran first in this process)")
+    from s2s_desktop import config
+    from s2s_desktop.ui.model_manager import ModelManagerWindow
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    window = ModelManagerWindow(config.Settings())
+    qtbot.addWidget(window)
+    window.resize(900, 260)  # a few rows: the voices are far down the catalog
+    window.show()
+    row = window.table.item(window.row_of(GERMAN_VOICE), 0)
+    in_view = lambda: window.table.viewport().rect().contains(  # noqa: E731
+        window.table.visualItemRect(row))
+    assert not in_view()
+    assert window.offer([GERMAN_VOICE], "No German voice is installed:")
+    qtbot.waitUntil(in_view, timeout=2000)
+    assert window.selected().id == GERMAN_VOICE
+
+
 # ------------------------------------------------------------------ the router
 
 

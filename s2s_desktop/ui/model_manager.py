@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -204,7 +204,10 @@ class ModelManagerWindow(QWidget):
                 self.table.selectionModel().SelectionFlag.Select
                 | self.table.selectionModel().SelectionFlag.Rows,
             )
-        self.table.scrollToItem(self.table.item(self.row_of(found[0].id), 0))
+        first = self.table.item(self.row_of(found[0].id), 0)
+        center = QAbstractItemView.ScrollHint.PositionAtCenter
+        self.table.scrollToItem(first, center)
+        QTimer.singleShot(0, lambda: self.table.scrollToItem(first, center))  # once laid out
         self._selection_changed()
         self.buttons["download"].setDefault(True)
         self.buttons["download"].setFocus()
