@@ -1,6 +1,8 @@
 """The starter recognizer candidates, side by side: word error rate and STT time on real read
-speech (the LibriVox clips in tests/data/librivox) and on espeak questions in several voices,
-plus the spoken language of espeak questions in other languages. The figures of the STT table
+speech (the LibriVox clips in tests/data/librivox), on a real two-person conversation
+(pyannote's sample in tests/data/pyannote: each speaker's turn as one clip, and the whole 30 s)
+and on espeak questions in several voices, plus the spoken language of espeak questions in
+other languages. The figures of the STT table
 in docs/performance.md.
 
 Each clip is transcribed as the STT stage does at key release (`transcribe` on the whole
@@ -33,6 +35,7 @@ from s2s_desktop.commands.bench_measures import word_errors  # noqa: E402
 from s2s_desktop.engines import registry  # noqa: E402
 from s2s_desktop.engines.base import STTOptions  # noqa: E402
 from s2s_desktop.profiles import for_profile  # noqa: E402
+from tests.helpers.clips import speaker_turns  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from measure_stt_tail import spoken as espeak  # noqa: E402  (espeak-ng, 16 kHz, trimmed)
@@ -63,7 +66,8 @@ OTHER_LANGUAGES = {
 
 def normalise(text: str) -> str:
     """Spoken forms: "Mr." is "mister", "colour" is "color" (espeak's British voices)."""
-    return re.sub(r"\bmr\b\.?", "mister", text.lower()).replace("colour", "color")
+    text = re.sub(r"\bmr\b\.?", "mister", text.lower()).replace("colour", "color")
+    return re.sub(r"\bok\b", "okay", text)
 
 
 def librivox() -> list[tuple[str, np.ndarray]]:
@@ -128,23 +132,32 @@ def main() -> int:
         models[name], load_s = load(CANDIDATES[name])
         report[name] = {"load_s": round(load_s, 2)}
     real = run_set(models, librivox(), args.runs)
+    turns, whole = speaker_turns()
+    talk = run_set(models, turns, args.runs)
+    talk_whole = run_set(models, [whole], args.runs)
     fake = run_set(models, spoken, args.runs)
     multi = {n: m for n, m in models.items() if m.model.model.is_multilingual}
     fixed = {lang: run_set(multi, [(q, espeak(q, voice)) for q in qs], 1, lang)
              for lang, (voice, qs) in OTHER_LANGUAGES.items()}
     for name, entry in report.items():
-        entry.update(real=real[name], espeak=fake[name])
+        entry.update(real=real[name], espeak=fake[name], conversation=talk[name],
+                     conversation_whole=talk_whole[name])
         entry["other"] = {lang: res[name] for lang, res in fixed.items() if name in res}
     for name, entry in report.items():
         if args.json:
             continue
         print(f"{name}: load {entry['load_s']} s | real WER {entry['real']['wer']:.1%}, "
               f"STT {entry['real']['stt_ms_median']} ms median (CPU "
-              f"{entry['real']['cpu_ms_median']} ms) | espeak WER {entry['espeak']['wer']:.1%}, "
+              f"{entry['real']['cpu_ms_median']} ms) | conversation WER per turn "
+              f"{entry['conversation']['wer']:.1%} (CPU {entry['conversation']['cpu_ms_median']}"
+              f" ms median), whole 30 s {entry['conversation_whole']['wer']:.1%} (CPU "
+              f"{entry['conversation_whole']['cpu_ms_median']} ms) | espeak WER "
+              f"{entry['espeak']['wer']:.1%}, "
               f"STT {entry['espeak']['stt_ms_median']} ms median (CPU "
               f"{entry['espeak']['cpu_ms_median']} ms), {entry['espeak']['stt_ms_max']} max",
               flush=True)
-        for row in entry["real"]["rows"] + entry["espeak"]["rows"]:
+        for row in (entry["real"]["rows"] + entry["conversation"]["rows"]
+                    + entry["conversation_whole"]["rows"] + entry["espeak"]["rows"]):
             sure = f" [{row['language']} p={row['p']:.2f}]" if row["p"] is not None else ""
             if row["errors"] or sure:
                 print(f"   {row['errors']} off{sure}: {row['ref']!r} -> {row['heard']!r}")
