@@ -279,6 +279,19 @@ def test_llama_cpp_gives_cores_to_tts_mid_reply_without_changing_the_reply(llama
     assert cores.llm_threads(3) == 0  # a user's own llm.threads is kept
 
 
+def test_llama_cpp_uses_every_core_the_host_reports_unless_told(llama, monkeypatch):
+    from s2s_desktop import host
+    from s2s_desktop.engines.llm.llama_cpp import LlamaCppLLM
+
+    monkeypatch.setattr(host, "cpu_count", lambda: 3)
+    engine = LlamaCppLLM(llama.settings, "cpu")
+    engine.load()
+    try:
+        assert engine._threads == 3 and engine.llm.n_threads == 3
+    finally:
+        engine.unload()
+
+
 def test_llama_cpp_stops_at_next_token_when_stop_is_set(llama):
     after_stop, seconds = stop_from_another_thread(
         llama, build_messages(SYSTEM, [], LONG_ASK, 8), after=3

@@ -10,12 +10,12 @@ question's tokens are evaluated; every evaluated token is counted (`last_stats`)
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ... import host
 from ...errors import DeviceUnavailable, ModelLoadError, S2SError
 from ...models.resolve import resolve_model
 from ..base import WARMUP_LLM, LLMEngine, LLMOptions, require
@@ -99,7 +99,7 @@ class LlamaCppLLM(LLMEngine):
         if self.device.startswith("cuda:"):
             kwargs["main_gpu"] = int(self.device.split(":", 1)[1])
         t0 = time.monotonic()
-        self._threads = int(self.settings.threads) or os.cpu_count() or 1
+        self._threads = int(self.settings.threads) or host.cpu_count()
         self._threads_now = self._threads
         try:
             self.llm = _counting_llama(llama_cpp)(

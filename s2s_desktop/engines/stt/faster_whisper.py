@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
+from ... import host
 from ...audio_format import SAMPLE_RATE
 from ...errors import DeviceUnavailable, ModelLoadError, SettingsError
 from ...languages import (
@@ -169,7 +169,7 @@ class FasterWhisperSTT(STTEngine):
             # CTranslate2 rejects PathLike: pass a str.
             self.model = fw.WhisperModel(
                 str(path),
-                cpu_threads=(os.cpu_count() or 0) if base == "cpu" else 0,  # default: 4
+                cpu_threads=host.cpu_count() if base == "cpu" else 0,  # 0: CTranslate2's 4
                 device=base,
                 device_index=index,
                 compute_type=compute,
