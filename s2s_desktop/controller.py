@@ -194,7 +194,9 @@ class AppController(HandsFreeEffects, QObject):
         self._dispatch(Event.IDLE_UNLOAD)
 
     def apply_settings(self, settings: Settings) -> None:
-        self.settings = settings
+        old, self.settings = self.settings, settings
+        if settings.audio.input_device != old.audio.input_device:
+            self._dispatch(Event.INPUT_DEVICE_CHANGED)  # hands-free listens on the new one
 
     def report_error(self, message: str) -> None:
         """An error found outside a turn (the microphone at start): shown once loading ends."""

@@ -36,7 +36,7 @@ def hands_free(c, vad, sd):
     def build(on_event):
         from s2s_desktop.engines.vad.silero_stream import SileroStream
 
-        mic = StreamingMicrophone(sd=sd, keep_open=True)
+        mic = StreamingMicrophone(c.settings.audio.input_device, sd=sd, keep_open=True)
         mics.append(mic)
         tuning = TurnTaking(use_turn_model=False,
                             timeout_s=c.settings.listen.hands_free_timeout_s)
@@ -134,6 +134,78 @@ def test_a_failing_microphone_leaves_it_off_and_push_to_talk_works(qtbot, rig, v
     assert "hands-free conversation is off" in c.notices[-1]
     assert "push-to-talk still works" in c.notices[-1]
     hold(qtbot, c)
+    qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+
+
+def test_a_new_input_device_moves_its_microphone_at_once(qtbot, rig, vad):  # noqa: F811
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    sd = FakeSoundDevice(input_amplitude=0.0)
+    mics = hands_free(c, vad, sd)
+    c.set_hands_free(True)
+    assert mics[0].label.startswith("Built-in Microphone")
+    moved = c.settings.copy()
+    moved.audio.input_device = "USB Headset"  # Settings, or `s2s-desktop set audio.input_device=`
+    c.apply_settings(moved)
+    assert len(mics) == 2 and not mics[0].is_open and mics[1].is_open
+    assert mics[1].label.startswith("USB Headset")
+    assert [s.device for s in sd.open_streams()] == [1]  # only the new one is open
+    assert c.situation.hands_free_listening and c.state == "idle"
+    c.apply_settings(moved.copy())  # other settings: the microphone stays as it is
+    assert len(mics) == 2 and mics[1].is_open
+    c.set_hands_free(False)
+    assert sd.open_streams() == []
+
+
+def test_a_new_input_device_that_cannot_open_turns_it_off_with_the_reason(qtbot, rig, vad):  # noqa: F811
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    sd = FakeSoundDevice(input_amplitude=0.0)
+    hands_free(c, vad, sd)
+    c.set_hands_free(True)
+    opens = sd.InputStream
+
+    def busy(**kw):  # the headset is held by another program
+        if kw["device"] == 1:
+            raise RuntimeError("Device unavailable [PaErrorCode -9985]")
+        return opens(**kw)
+
+    sd.InputStream = busy
+    moved = c.settings.copy()
+    moved.audio.input_device = "USB Headset"
+    c.apply_settings(moved)
+    assert not c.situation.hands_free and sd.open_streams() == [] and c.state == "idle"
+    notice = c.notices[-1]
+    assert "hands-free conversation is off" in notice and "Device unavailable" in notice
+    assert "choose another in Settings" in notice and "push-to-talk still works" in notice
+
+
+def test_a_microphone_that_disappears_turns_it_off_and_the_reply_goes_on(qtbot, rig, vad):  # noqa: F811
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    sd = FakeSoundDevice(input_amplitude=0.0)
+    mics = hands_free(c, vad, sd)
+    sounds = []
+    c.sounds = lambda name: sounds.append(name) or 0.0
+    c.set_hands_free(True)
+    hold(qtbot, c)  # a push-to-talk question, being answered when the microphone goes
+    qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+    pipe.events.first_audio.emit(pipe.turn)
+    qtbot.waitUntil(lambda: c.state == "speaking", timeout=1000)
+    assert mics[-1].is_open
+    interrupts = pipe.interrupts
+    for stream in sd.open_streams():
+        if stream in [m._stream for m in mics]:
+            stream.abort()  # unplugged: no more audio, the stream no longer active
+    qtbot.waitUntil(lambda: not c.situation.hands_free, timeout=5000)
+    assert not mics[-1].is_open and sd.open_streams() == []
+    notice = c.notices[-1]
+    assert "hands-free conversation stopped" in notice and "unplugged" in notice
+    assert "push-to-talk still works" in notice and sounds[-1] == "error"
+    assert c.state == "speaking" and pipe.interrupts == interrupts  # the reply was not cut
+    pipe.finish(pipe.turn)
+    qtbot.waitUntil(lambda: c.state == "idle", timeout=2000)
+    hold(qtbot, c)  # and the key still asks
     qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
 
 
