@@ -195,8 +195,11 @@ class AppController(HandsFreeEffects, QObject):
 
     def apply_settings(self, settings: Settings) -> None:
         old, self.settings = self.settings, settings
-        if settings.audio.input_device != old.audio.input_device:
-            self._dispatch(Event.INPUT_DEVICE_CHANGED)  # hands-free listens on the new one
+        heard = (settings.audio.input_device, settings.listen.turn_model,
+                 settings.listen.hands_free_timeout_s)
+        if heard != (old.audio.input_device, old.listen.turn_model,
+                     old.listen.hands_free_timeout_s):
+            self._dispatch(Event.LISTENING_CHANGED)  # hands-free listens with them at once
 
     def report_error(self, message: str) -> None:
         """An error found outside a turn (the microphone at start): shown once loading ends."""

@@ -286,3 +286,26 @@ def test_the_apps_session_hears_what_the_speaker_plays_only_while_it_runs(qtbot,
     assert speaker.on_played == echo.reference and mic.is_open
     c.set_hands_free(False)
     assert speaker.on_played is None and not mic.is_open
+
+
+def test_listen_settings_changed_while_on_apply_at_once(qtbot, rig):  # noqa: F811
+    """`set listen.turn_model=false` (silence alone ends a turn) or a new timeout while
+    hands-free listens: the real builder's next session has them, with no off and on."""
+    pytest.importorskip("livekit.rtc", reason='pip install "s2s-desktop[hands-free]"')
+    from s2s_desktop.hands_free.build import HandsFreeBuilder
+
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    sd = FakeSoundDevice(input_amplitude=0.0)
+    c.hands_free_factory = HandsFreeBuilder(lambda: c.settings, None, sd=sd)
+    c.set_hands_free(True)
+    first = c._session
+    assert first.listener.tuning.use_turn_model and first.listener.turn_model is not None
+    changed = c.settings.copy()
+    changed.listen.turn_model, changed.listen.hands_free_timeout_s = False, 30.0
+    c.apply_settings(changed)
+    assert c._session is not first and not first.microphone.is_open
+    assert not c._session.listener.tuning.use_turn_model
+    assert c._session.listener.tuning.timeout_s == 30.0 and c._session.microphone.is_open
+    c.set_hands_free(False)
+    assert sd.open_streams() == []

@@ -228,9 +228,9 @@ HANDS_FREE_ON_TABLE = {
     (LISTENING, Event.TURN_ENDED): (THINKING, (E.SUBMIT_VOICE_TURN,)),
     # a new audio.input_device: the listening microphone reopens on it at once; a turn being
     # heard on the old one is dropped; a reply goes on
-    **{(s, Event.INPUT_DEVICE_CHANGED): (s, (HF_STOP, HF_START))
+    **{(s, Event.LISTENING_CHANGED): (s, (HF_STOP, HF_START))
        for s in (IDLE, ERROR, THINKING, SPEAKING)},
-    (LISTENING, Event.INPUT_DEVICE_CHANGED): (
+    (LISTENING, Event.LISTENING_CHANGED): (
         IDLE, (HF_STOP, E.CANCEL_VOICE_TURN, CLOSE, HF_START)
     ),
 }
@@ -275,7 +275,7 @@ def test_hands_free_on_during_loading_starts_listening_once_the_models_are_ready
 
 def test_a_new_input_device_during_a_key_recording_waits_for_its_release():
     pressed, _ = transition(on(IDLE), Event.PRESS)
-    assert transition(pressed, Event.INPUT_DEVICE_CHANGED) == (pressed, ())
+    assert transition(pressed, Event.LISTENING_CHANGED) == (pressed, ())
     # the hands-free microphone opens after the release, from the settings now: the new one
     assert transition(pressed, Event.RELEASE)[1][-1] is HF_START
 
