@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,7 @@ def say(app: App, env: dict, recorder: MonitorRecorder, wav: Path,
     """One question said with no key; the turn that ended after its last word, and when the
     reply was first heard."""
     before = app.status()["turn"].get("id", 0)
+    saved = len(history(app.root))
     subprocess.run(["paplay", "--device=micsrc", str(wav)], env=env, check=True, timeout=60)
     word_end = time.monotonic()
 
@@ -96,7 +98,14 @@ def say(app: App, env: dict, recorder: MonitorRecorder, wav: Path,
         write_wav(keep, pcm, RATE)
     turn = done["turn"]
     reply = stop_sound_and_reply(times, pcm, turn.get("first_audio_at"))["reply"]
+    deadline = time.monotonic() + 3.0
+    while len(history(app.root)) == saved and time.monotonic() < deadline:
+        time.sleep(0.05)  # the history line is written as the turn closes
+    heard = history(app.root)[saved:]  # a split question's parts first, then its answer
     return {
+        "transcript": " | ".join(e.get("user", "") for e in heard),
+        "reply": heard[-1].get("assistant", "") if heard else "",
+        "stt_while_speaking": bool(heard and heard[-1].get("stt_while_speaking")),
         "reason": turn.get("reason"),
         KEY: ms(reply, word_end),
         "last_word_to_decision_ms": ms(turn.get("released_at"), word_end),
@@ -105,6 +114,11 @@ def say(app: App, env: dict, recorder: MonitorRecorder, wav: Path,
         "source": turn.get("source"),
         "timings_ms": turn.get("timings_ms", {}),
     }
+
+
+def history(root: Path) -> list[dict]:
+    path = root / "s2s_data_dir" / "history.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def push_to_talk(app: App, env: dict, recorder: MonitorRecorder, wav: Path,
@@ -138,7 +152,11 @@ def one_mode(mode: str, questions, keep: Path | None) -> list[dict]:
                       f"first audio {row['decision_to_first_audio_ms']} ms after that)",
                       file=sys.stderr)
                 time.sleep(BETWEEN_TURNS_S)
-            add_exchanges(root, turns)
+            if mode == "push-to-talk":
+                add_exchanges(root, turns)
+            if keep:  # the app's own log, for what the listener decided and when
+                for log in (root / "s2s_log_dir").glob("*.log*"):
+                    shutil.copy(log, keep / f"{mode}-{log.name}")
             return turns
 
 
@@ -153,6 +171,8 @@ def report(by_mode: dict[str, list[dict]], questions: str) -> dict:
             "stt_after_release_ms": summary(
                 [t["timings_ms"].get("stt_after_release") for t in turns]),
             "split_turns": sum(t["split_turns"] for t in turns),
+            # the final transcript was the live one (no STT left after the decision)
+            "stt_reused_live": sum(1 for t in turns if t.get("stt_while_speaking")),
             "failed_turns": sum(1 for t in turns if t["reason"] != "ok"),
             "by_turn": turns,
         }

@@ -238,7 +238,8 @@ def add_exchanges(root: Path, turns: list[dict]) -> None:
             saved.pop()
         saved.append(entry)
     for row, ex in zip(turns, saved[-len(turns):], strict=False):
-        row.update(transcript=ex.get("user", ""), reply=ex.get("assistant", ""))
+        row.update(transcript=ex.get("user", ""), reply=ex.get("assistant", ""),
+                   stt_while_speaking=ex.get("stt_while_speaking"))
 
 
 def one_run(questions: list[tuple[SpokenQuestion, Path]], hold_s: float, profile: str,

@@ -260,6 +260,11 @@ def test_the_app_starts_in_it_and_answers_a_spoken_question(qtbot, monkeypatch, 
         assert app.controller.turn_info["source"] == "hands-free" and ptt_mic.opened == 0
         qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
         assert mics[-1].is_open  # listening for the next question
+        moved = app.settings.copy()  # as `s2s-desktop set audio.input_device=…` applies it
+        moved.audio.input_device = "USB Headset"
+        app.apply_settings(moved)
+        assert len(mics) == 2 and not mics[0].is_open and mics[1].is_open
+        assert mics[1].label.startswith("USB Headset")
     finally:
         app.shutdown()
         app.window.close()
