@@ -47,6 +47,7 @@ from real_loop import (  # noqa: E402
     ms,
     question_wavs,
     running_app,
+    saved_exchanges,
     stop_sound_and_reply,
     summary,
 )
@@ -54,6 +55,7 @@ from real_loop import (  # noqa: E402
 from s2s_desktop import ipc  # noqa: E402
 from s2s_desktop.audio.files import write_wav  # noqa: E402
 from s2s_desktop.commands.bench_questions import read_questions  # noqa: E402
+from s2s_desktop.states import TurnReason  # noqa: E402
 from tests.helpers.desktop_env import RATE, MonitorRecorder, missing  # noqa: E402
 
 MODES = ("push-to-talk", "hands-free", "silence-only")
@@ -81,7 +83,7 @@ def say(app: App, env: dict, recorder: MonitorRecorder, wav: Path,
     """One question said with no key; the turn that ended after its last word, and when the
     reply was first heard."""
     before = app.status()["turn"].get("id", 0)
-    saved = len(history(app.root))
+    saved = len(saved_exchanges(app.root))
     subprocess.run(["paplay", "--device=micsrc", str(wav)], env=env, check=True, timeout=60)
     word_end = time.monotonic()
 
@@ -99,9 +101,11 @@ def say(app: App, env: dict, recorder: MonitorRecorder, wav: Path,
     turn = done["turn"]
     reply = stop_sound_and_reply(times, pcm, turn.get("first_audio_at"))["reply"]
     deadline = time.monotonic() + 3.0
-    while len(history(app.root)) == saved and time.monotonic() < deadline:
-        time.sleep(0.05)  # the history line is written as the turn closes
-    heard = history(app.root)[saved:]  # a split question's parts first, then its answer
+    while time.monotonic() < deadline:  # the answer's line is written as the turn closes
+        heard = saved_exchanges(app.root)[saved:]  # a split question's parts, then its turn
+        if heard and heard[-1].get("reason") not in (None, "", TurnReason.UNANSWERED):
+            break
+        time.sleep(0.05)
     return {
         "transcript": " | ".join(e.get("user", "") for e in heard),
         "reply": heard[-1].get("assistant", "") if heard else "",
@@ -114,11 +118,6 @@ def say(app: App, env: dict, recorder: MonitorRecorder, wav: Path,
         "source": turn.get("source"),
         "timings_ms": turn.get("timings_ms", {}),
     }
-
-
-def history(root: Path) -> list[dict]:
-    path = root / "s2s_data_dir" / "history.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def push_to_talk(app: App, env: dict, recorder: MonitorRecorder, wav: Path,

@@ -228,15 +228,21 @@ def running_app(root: Path, profile: str = ""):
             recorder.stop()
 
 
-def add_exchanges(root: Path, turns: list[dict]) -> None:
-    """Each turn's transcript and reply, as the app's history saved them."""
+def saved_exchanges(root: Path) -> list[dict]:
+    """The app's history, one entry per turn (a question is written, then its answer)."""
     history = root / "s2s_data_dir" / "history.jsonl"
     lines = history.read_text().splitlines() if history.exists() else []
-    saved = []
-    for entry in map(json.loads, lines):  # a question is written, then its answer
+    saved: list[dict] = []
+    for entry in map(json.loads, lines):
         if saved and saved[-1].get("user") == entry.get("user"):
             saved.pop()
         saved.append(entry)
+    return saved
+
+
+def add_exchanges(root: Path, turns: list[dict]) -> None:
+    """Each turn's transcript and reply, as the app's history saved them."""
+    saved = saved_exchanges(root)
     for row, ex in zip(turns, saved[-len(turns):], strict=False):
         row.update(transcript=ex.get("user", ""), reply=ex.get("assistant", ""),
                    stt_while_speaking=ex.get("stt_while_speaking"))
