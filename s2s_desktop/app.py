@@ -313,21 +313,24 @@ class DesktopApp(AppWindows, QObject):
         else:
             self.hotkey.settings = settings.hotkey
         self.history.enabled = settings.ui.history_enabled
-        if (
-            settings.audio.input_device != old.audio.input_device
-            and isinstance(self.mic, Microphone)
-            and self.mic.is_open
+        if settings.audio.input_device != old.audio.input_device and isinstance(
+            self.mic, Microphone
         ):
+            # a closed one too: it opens on the new device at the next press (or when
+            # hands-free, which closed it, ends)
             self.mic.device_name = settings.audio.input_device
-            try:
-                self.mic.open()
-            except AudioDeviceError as exc:
-                self.controller.report_error(str(exc))
+            if self.mic.is_open:
+                try:
+                    self.mic.open()
+                except AudioDeviceError as exc:
+                    self.controller.report_error(str(exc))
         if isinstance(self.mic, Microphone):
             self.mic.preroll_s = max(0.3, settings.audio.preroll_ms / 1000)
             self.mic.max_record_s = settings.audio.max_record_s
             self.mic.keep_open = settings.audio.keep_mic_open
-            if self.mic.keep_open and not self.mic.is_open:
+            # hands-free listening has the microphone: one open at a time
+            listening = self.controller.situation.hands_free_listening
+            if self.mic.keep_open and not self.mic.is_open and not listening:
                 try:
                     self.mic.open()
                 except AudioDeviceError as exc:

@@ -162,6 +162,9 @@ class ListenSettings:
     # the speaker has finished (end-of-turn model + silence); needs the hands-free extra
     hands_free: bool = False  # start the app in it
     hands_free_timeout_s: float = 120.0  # nothing said this long: it turns itself off
+    # advanced: false ends a turn on 1 s of silence alone (what HF speech-to-speech does),
+    # without the end-of-turn model: slower answers, kept for comparison (scripts/hands_free_loop.py)
+    turn_model: bool = True
 
 
 @dataclass

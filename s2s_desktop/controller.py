@@ -194,7 +194,12 @@ class AppController(HandsFreeEffects, QObject):
         self._dispatch(Event.IDLE_UNLOAD)
 
     def apply_settings(self, settings: Settings) -> None:
-        self.settings = settings
+        old, self.settings = self.settings, settings
+        heard = (settings.audio.input_device, settings.listen.turn_model,
+                 settings.listen.hands_free_timeout_s)
+        if heard != (old.audio.input_device, old.listen.turn_model,
+                     old.listen.hands_free_timeout_s):
+            self._dispatch(Event.LISTENING_CHANGED)  # hands-free listens with them at once
 
     def report_error(self, message: str) -> None:
         """An error found outside a turn (the microphone at start): shown once loading ends."""

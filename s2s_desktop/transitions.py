@@ -54,6 +54,8 @@ class Event(StrEnum):
     SPEECH_STARTED = "speech started"  # hands-free heard the user start a turn
     VOICE_BARGE_IN = "voice barge-in"  # hands-free heard the user over the reply
     TURN_ENDED = "turn ended"  # hands-free: the end-of-turn model says the user finished
+    # audio.input_device or how hands-free listens (listen.*) changed: it reopens with them
+    LISTENING_CHANGED = "listening changed"
 
 
 class Effect(StrEnum):
@@ -303,6 +305,19 @@ def _speech_started(now: Situation) -> Step:
                by_voice=True, error_shown=False)
 
 
+def _listening_changed(now: Situation) -> Step:
+    """A new audio.input_device (or listen.turn_model…): a listening hands-free microphone
+    reopens with it at once (a key recording keeps its device to the release; hands-free
+    opens the new one after it)."""
+    if not now.hands_free_listening:
+        return _stay(now)
+    move = (Effect.STOP_HANDS_FREE, *_drop_listening(now))  # a turn being heard is dropped
+    if now.state is LISTENING:
+        after, effects = _go(now, now.rest, *move)
+        return after, (*effects, Effect.START_HANDS_FREE)
+    return _stay(now, *move, Effect.START_HANDS_FREE)
+
+
 def _turn_ended(now: Situation) -> Step:
     if not (now.state is LISTENING and now.by_voice):
         return _stay(now)
@@ -338,4 +353,5 @@ _RULES: dict[Event, Callable[[Situation], Step]] = {
     Event.SPEECH_STARTED: _speech_started,
     Event.VOICE_BARGE_IN: _speech_started,  # the listener already judged it was the user
     Event.TURN_ENDED: _turn_ended,
+    Event.LISTENING_CHANGED: _listening_changed,
 }

@@ -31,6 +31,7 @@ xdotool, pulseaudio, pactl, paplay, parec, espeak-ng and the app's models instal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -173,6 +174,16 @@ def ask(app: App, env: dict, recorder: MonitorRecorder, wav: Path, hold_s: float
     }
 
 
+def question_wavs(asked: list[SpokenQuestion], folder: Path) -> list[tuple[SpokenQuestion, Path]]:
+    """Each question said by espeak-ng, its trailing silence trimmed, as a WAV in `folder`."""
+    questions = []
+    for i, q in enumerate(asked):
+        wav = folder / f"q{i}.wav"
+        write_wav(wav, spoken(folder, f"raw{i}", q.text, q.voice), 16000)
+        questions.append((q, wav))
+    return questions
+
+
 def ms(later: float | None, earlier: float | None) -> float | None:
     return round((later - earlier) * 1000, 1) if later and earlier else None
 
@@ -195,45 +206,65 @@ def stop_sound_and_reply(times, pcm, handed_at: float | None) -> dict:
     return {"stop_sound": stop, "stop_sound_end": stop_end, "reply": reply}
 
 
+@contextlib.contextmanager
+def running_app(root: Path, profile: str = ""):
+    """A private screen and sound server, and the app started plainly on them with its user
+    folders under `root`, its models loaded: (app, env, recorder of the speaker)."""
+    with xvfb() as display, pulseaudio(root / "pulse") as pulse_env:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "QT_QPA_PLATFORM")}
+        env.update(pulse_env, DISPLAY=display, QT_QPA_PLATFORM="xcb", HF_HUB_OFFLINE="1",
+                   PULSE_SOURCE="micsrc.monitor", PULSE_SINK="spk",
+                   **{v: str(root / v.lower()) for v in (
+                       "S2S_CONFIG_DIR", "S2S_DATA_DIR", "S2S_LOG_DIR", "S2S_CACHE_DIR")})
+        recorder = MonitorRecorder(env)
+        app = App(root, env, profile)
+        try:
+            app.wait(lambda s: s["state"] in ("idle", "error") and all(s["models"].values()),
+                     timeout_s=300, interval=0.5)
+            yield app, env, recorder
+        finally:
+            app.stop()
+            recorder.stop()
+
+
+def saved_exchanges(root: Path) -> list[dict]:
+    """The app's history, one entry per turn (a question is written, then its answer)."""
+    history = root / "s2s_data_dir" / "history.jsonl"
+    lines = history.read_text().splitlines() if history.exists() else []
+    saved: list[dict] = []
+    for entry in map(json.loads, lines):
+        if saved and saved[-1].get("user") == entry.get("user"):
+            saved.pop()
+        saved.append(entry)
+    return saved
+
+
+def add_exchanges(root: Path, turns: list[dict]) -> None:
+    """Each turn's transcript and reply, as the app's history saved them."""
+    saved = saved_exchanges(root)
+    for row, ex in zip(turns, saved[-len(turns):], strict=False):
+        row.update(transcript=ex.get("user", ""), reply=ex.get("assistant", ""),
+                   stt_while_speaking=ex.get("stt_while_speaking"))
+
+
 def one_run(questions: list[tuple[SpokenQuestion, Path]], hold_s: float, profile: str,
             keep: Path | None = None, run: int = 1) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="s2s-real-loop-") as tmp:
         root = Path(tmp)
-        with xvfb() as display, pulseaudio(root / "pulse") as pulse_env:
-            env = {k: v for k, v in os.environ.items()
-                   if k not in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "QT_QPA_PLATFORM")}
-            env.update(pulse_env, DISPLAY=display, QT_QPA_PLATFORM="xcb", HF_HUB_OFFLINE="1",
-                       PULSE_SOURCE="micsrc.monitor", PULSE_SINK="spk",
-                       **{v: str(root / v.lower()) for v in (
-                           "S2S_CONFIG_DIR", "S2S_DATA_DIR", "S2S_LOG_DIR", "S2S_CACHE_DIR")})
-            recorder = MonitorRecorder(env)
-            app = App(root, env, profile)
-            try:
-                app.wait(lambda s: s["state"] in ("idle", "error") and all(s["models"].values()),
-                         timeout_s=300, interval=0.5)
-                turns = []
-                for n, (q, wav) in enumerate(questions, start=1):
-                    row = ask(app, env, recorder, wav, hold_s,
-                              keep / f"run{run}-turn{n}.wav" if keep else None)
-                    turns.append({"turn": n, "question": q.text, "voice": q.voice, **row})
-                    print(f"[real-loop] turn {n}: {row['release_to_first_sound_ms']} ms",
-                          file=sys.stderr)
-                    time.sleep(BETWEEN_TURNS_S)
-                if keep:
-                    screenshot(env, keep / f"run{run}.png")
-                history = root / "s2s_data_dir" / "history.jsonl"
-                lines = history.read_text().splitlines() if history.exists() else []
-                saved = []
-                for entry in map(json.loads, lines):  # a question is written, then its answer
-                    if saved and saved[-1].get("user") == entry.get("user"):
-                        saved.pop()
-                    saved.append(entry)
-                for row, ex in zip(turns, saved[-len(turns):], strict=False):
-                    row.update(transcript=ex.get("user", ""), reply=ex.get("assistant", ""))
-                return turns
-            finally:
-                app.stop()
-                recorder.stop()
+        with running_app(root, profile) as (app, env, recorder):
+            turns = []
+            for n, (q, wav) in enumerate(questions, start=1):
+                row = ask(app, env, recorder, wav, hold_s,
+                          keep / f"run{run}-turn{n}.wav" if keep else None)
+                turns.append({"turn": n, "question": q.text, "voice": q.voice, **row})
+                print(f"[real-loop] turn {n}: {row['release_to_first_sound_ms']} ms",
+                      file=sys.stderr)
+                time.sleep(BETWEEN_TURNS_S)
+            if keep:
+                screenshot(env, keep / f"run{run}.png")
+            add_exchanges(root, turns)
+            return turns
 
 
 def p90(values) -> float | None:
@@ -314,12 +345,7 @@ def main() -> int:
              else [SpokenQuestion(text) for text in QUESTIONS])
     asked = asked[: args.turns or (len(asked) if args.questions else len(HELD_OUT))]
     with tempfile.TemporaryDirectory(prefix="s2s-real-loop-q-") as tmp:
-        folder = Path(tmp)
-        questions = []
-        for i, q in enumerate(asked):
-            wav = folder / f"q{i}.wav"
-            write_wav(wav, spoken(folder, f"raw{i}", q.text, q.voice), 16000)  # silence trimmed
-            questions.append((q, wav))
+        questions = question_wavs(asked, Path(tmp))
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
         runs = [one_run(questions, args.hold, args.profile, args.keep, r)

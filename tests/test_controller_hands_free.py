@@ -36,7 +36,7 @@ def hands_free(c, vad, sd):
     def build(on_event):
         from s2s_desktop.engines.vad.silero_stream import SileroStream
 
-        mic = StreamingMicrophone(sd=sd, keep_open=True)
+        mic = StreamingMicrophone(c.settings.audio.input_device, sd=sd, keep_open=True)
         mics.append(mic)
         tuning = TurnTaking(use_turn_model=False,
                             timeout_s=c.settings.listen.hands_free_timeout_s)
@@ -137,6 +137,78 @@ def test_a_failing_microphone_leaves_it_off_and_push_to_talk_works(qtbot, rig, v
     qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
 
 
+def test_a_new_input_device_moves_its_microphone_at_once(qtbot, rig, vad):  # noqa: F811
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    sd = FakeSoundDevice(input_amplitude=0.0)
+    mics = hands_free(c, vad, sd)
+    c.set_hands_free(True)
+    assert mics[0].label.startswith("Built-in Microphone")
+    moved = c.settings.copy()
+    moved.audio.input_device = "USB Headset"  # Settings, or `s2s-desktop set audio.input_device=`
+    c.apply_settings(moved)
+    assert len(mics) == 2 and not mics[0].is_open and mics[1].is_open
+    assert mics[1].label.startswith("USB Headset")
+    assert [s.device for s in sd.open_streams()] == [1]  # only the new one is open
+    assert c.situation.hands_free_listening and c.state == "idle"
+    c.apply_settings(moved.copy())  # other settings: the microphone stays as it is
+    assert len(mics) == 2 and mics[1].is_open
+    c.set_hands_free(False)
+    assert sd.open_streams() == []
+
+
+def test_a_new_input_device_that_cannot_open_turns_it_off_with_the_reason(qtbot, rig, vad):  # noqa: F811
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    sd = FakeSoundDevice(input_amplitude=0.0)
+    hands_free(c, vad, sd)
+    c.set_hands_free(True)
+    opens = sd.InputStream
+
+    def busy(**kw):  # the headset is held by another program
+        if kw["device"] == 1:
+            raise RuntimeError("Device unavailable [PaErrorCode -9985]")
+        return opens(**kw)
+
+    sd.InputStream = busy
+    moved = c.settings.copy()
+    moved.audio.input_device = "USB Headset"
+    c.apply_settings(moved)
+    assert not c.situation.hands_free and sd.open_streams() == [] and c.state == "idle"
+    notice = c.notices[-1]
+    assert "hands-free conversation is off" in notice and "Device unavailable" in notice
+    assert "choose another in Settings" in notice and "push-to-talk still works" in notice
+
+
+def test_a_microphone_that_disappears_turns_it_off_and_the_reply_goes_on(qtbot, rig, vad):  # noqa: F811
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    sd = FakeSoundDevice(input_amplitude=0.0)
+    mics = hands_free(c, vad, sd)
+    sounds = []
+    c.sounds = lambda name: sounds.append(name) or 0.0
+    c.set_hands_free(True)
+    hold(qtbot, c)  # a push-to-talk question, being answered when the microphone goes
+    qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+    pipe.events.first_audio.emit(pipe.turn)
+    qtbot.waitUntil(lambda: c.state == "speaking", timeout=1000)
+    assert mics[-1].is_open
+    interrupts = pipe.interrupts
+    for stream in sd.open_streams():
+        if stream in [m._stream for m in mics]:
+            stream.abort()  # unplugged: no more audio, the stream no longer active
+    qtbot.waitUntil(lambda: not c.situation.hands_free, timeout=5000)
+    assert not mics[-1].is_open and sd.open_streams() == []
+    notice = c.notices[-1]
+    assert "hands-free conversation stopped" in notice and "unplugged" in notice
+    assert "push-to-talk still works" in notice and sounds[-1] == "error"
+    assert c.state == "speaking" and pipe.interrupts == interrupts  # the reply was not cut
+    pipe.finish(pipe.turn)
+    qtbot.waitUntil(lambda: c.state == "idle", timeout=2000)
+    hold(qtbot, c)  # and the key still asks
+    qtbot.waitUntil(lambda: c.state == "thinking", timeout=1000)
+
+
 def test_without_the_echo_canceller_wheel_it_says_how_to_install_it(qtbot, rig, monkeypatch):  # noqa: F811
     import sys
 
@@ -188,6 +260,11 @@ def test_the_app_starts_in_it_and_answers_a_spoken_question(qtbot, monkeypatch, 
         assert app.controller.turn_info["source"] == "hands-free" and ptt_mic.opened == 0
         qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
         assert mics[-1].is_open  # listening for the next question
+        moved = app.settings.copy()  # as `s2s-desktop set audio.input_device=…` applies it
+        moved.audio.input_device = "USB Headset"
+        app.apply_settings(moved)
+        assert len(mics) == 2 and not mics[0].is_open and mics[1].is_open
+        assert mics[1].label.startswith("USB Headset")
     finally:
         app.shutdown()
         app.window.close()
@@ -214,3 +291,26 @@ def test_the_apps_session_hears_what_the_speaker_plays_only_while_it_runs(qtbot,
     assert speaker.on_played == echo.reference and mic.is_open
     c.set_hands_free(False)
     assert speaker.on_played is None and not mic.is_open
+
+
+def test_listen_settings_changed_while_on_apply_at_once(qtbot, rig):  # noqa: F811
+    """`set listen.turn_model=false` (silence alone ends a turn) or a new timeout while
+    hands-free listens: the real builder's next session has them, with no off and on."""
+    pytest.importorskip("livekit.rtc", reason='pip install "s2s-desktop[hands-free]"')
+    from s2s_desktop.hands_free.build import HandsFreeBuilder
+
+    c, pipe, rec = rig()
+    ready(qtbot, c, pipe)
+    sd = FakeSoundDevice(input_amplitude=0.0)
+    c.hands_free_factory = HandsFreeBuilder(lambda: c.settings, None, sd=sd)
+    c.set_hands_free(True)
+    first = c._session
+    assert first.listener.tuning.use_turn_model and first.listener.turn_model is not None
+    changed = c.settings.copy()
+    changed.listen.turn_model, changed.listen.hands_free_timeout_s = False, 30.0
+    c.apply_settings(changed)
+    assert c._session is not first and not first.microphone.is_open
+    assert not c._session.listener.tuning.use_turn_model
+    assert c._session.listener.tuning.timeout_s == 30.0 and c._session.microphone.is_open
+    c.set_hands_free(False)
+    assert sd.open_streams() == []

@@ -70,3 +70,39 @@ def test_speech_over_the_reply_interrupts_it(speech, starter_session, vad, turn_
     assert answer.reason == TurnReason.OK
     assert same_words("What is the capital of Italy?", answer.transcript), answer.transcript
     assert "italy" in answer.reply.lower(), answer.reply  # SmolLM2-135M's facts are its own
+
+
+class CallLog:
+    """A pipeline that notes what it is asked, in order."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def begin_turn(self, source=""):
+        self.calls.append(("begin", source))
+        return 7
+
+    def feed(self, turn, pcm):
+        self.calls.append(("feed", turn, len(pcm)))
+
+    def key_up(self, turn):
+        self.calls.append(("key_up", turn))
+
+    def end_turn(self, turn, released_at=None):
+        self.calls.append(("end", turn))
+
+
+def test_the_words_are_transcribed_while_the_end_of_turn_model_decides(speech, vad, turn_model):
+    """As at a key's release: the pause the model is asked about sends the speech so far to
+    STT (key_up) before the turn ends, so the answer need not wait for a transcription."""
+    log = CallLog()
+    hf = listener(vad, turn_model)
+    turns = HandsFreeTurns(log, hf, lambda e: None)
+    question = read_wav(speech("What is the capital of France?"))
+    feed(hf, np.concatenate([silence(0.5), question, silence(1.5)]), dispatch=turns.on_event)
+    names = [c[0] for c in log.calls]
+    assert names[0] == "begin" and names[-1] == "end" and "key_up" in names
+    first_key_up = names.index("key_up")
+    fed = sum(c[2] for c in log.calls[:first_key_up] if c[0] == "feed")
+    assert fed >= len(question)  # the whole question was fed before it
+    assert ("key_up", 7) in log.calls and log.calls[-1] == ("end", 7)

@@ -226,6 +226,13 @@ HANDS_FREE_ON_TABLE = {
     **{(s, e): (LISTENING, (*BARGE, *VOICE)) for s in (THINKING, SPEAKING)
        for e in (Event.SPEECH_STARTED, Event.VOICE_BARGE_IN)},
     (LISTENING, Event.TURN_ENDED): (THINKING, (E.SUBMIT_VOICE_TURN,)),
+    # a new audio.input_device: the listening microphone reopens on it at once; a turn being
+    # heard on the old one is dropped; a reply goes on
+    **{(s, Event.LISTENING_CHANGED): (s, (HF_STOP, HF_START))
+       for s in (IDLE, ERROR, THINKING, SPEAKING)},
+    (LISTENING, Event.LISTENING_CHANGED): (
+        IDLE, (HF_STOP, E.CANCEL_VOICE_TURN, CLOSE, HF_START)
+    ),
 }
 
 
@@ -264,6 +271,13 @@ def test_hands_free_on_during_loading_starts_listening_once_the_models_are_ready
     assert waiting.hands_free and not waiting.hands_free_listening
     ready, effects = transition(waiting, Event.MODELS_READY)
     assert ready.hands_free_listening and effects[-1] is HF_START
+
+
+def test_a_new_input_device_during_a_key_recording_waits_for_its_release():
+    pressed, _ = transition(on(IDLE), Event.PRESS)
+    assert transition(pressed, Event.LISTENING_CHANGED) == (pressed, ())
+    # the hands-free microphone opens after the release, from the settings now: the new one
+    assert transition(pressed, Event.RELEASE)[1][-1] is HF_START
 
 
 def test_hands_free_off_while_speaking_lets_the_reply_finish():

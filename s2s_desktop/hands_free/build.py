@@ -61,11 +61,12 @@ class HandsFreeBuilder:
             vad = SileroOnnxVAD(settings.vad)
             vad.load()
             self._vad = vad
-        if self._turn is None:
+        if self._turn is None and settings.listen.turn_model:
             turn = SmartTurn()
             turn.load()
             self._turn = turn
-        tuning = TurnTaking(timeout_s=settings.listen.hands_free_timeout_s)
+        tuning = TurnTaking(timeout_s=settings.listen.hands_free_timeout_s,
+                            use_turn_model=settings.listen.turn_model)
         listener = HandsFreeListener(SileroStream(self._vad), self._turn, echo, tuning)
         microphone = StreamingMicrophone(
             settings.audio.input_device, on_notice=self.on_notice, sd=self.sd, keep_open=True

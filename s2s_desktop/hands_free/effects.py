@@ -102,7 +102,8 @@ class HandsFreeEffects:
         if session is not None:
             session.stop()  # its microphone is closed when this returns
             log.info("hands-free: the microphone is closed")
-        self._reopen_kept_microphone()
+        if not self.situation.hands_free_listening:  # not when it reopens (a new device)
+            self._reopen_kept_microphone()
 
     def _close_kept_microphone(self) -> None:
         """One microphone at a time: a push-to-talk one kept open (audio.keep_mic_open)

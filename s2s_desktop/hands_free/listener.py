@@ -114,6 +114,9 @@ class HandsFreeListener:
         self.replying = False  # the app says it is speaking a reply
         self.voice_barge_in = True  # off while the echo reference is missing
         self.on_speech_audio: Callable[[np.ndarray], None] | None = None  # live transcript
+        # a pause the end-of-turn model is asked about: the app transcribes the speech so far
+        # meanwhile (as at a key's release), so a turn it ends has its words ready
+        self.on_pause: Callable[[], None] | None = None
         self._t0: float | None = None  # capture time of sample 0
         self._buf = np.zeros(0, np.float32)  # cleaned audio, from sample _buf_start on
         self._buf_start = 0
@@ -222,6 +225,8 @@ class HandsFreeListener:
             tune.recheck_ms
         )):
             self._checked_at = self._silence
+            if self.on_pause is not None:
+                self.on_pause()
             probability = self.turn_model.probability(self._audio(self._turn_start, self._done))
             log.debug("end-of-turn model: %.2f after %.0f ms of silence", probability, silence_ms)
             if probability > FINISHED and not self._words_go_on():

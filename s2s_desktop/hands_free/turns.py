@@ -33,6 +33,7 @@ class HandsFreeTurns:
         self._early: list[np.ndarray] = []  # audio heard before its turn's id existed
         self._lock = threading.Lock()
         listener.on_speech_audio = self._heard
+        listener.on_pause = self._paused
 
     def _heard(self, pcm: np.ndarray) -> None:
         with self._lock:
@@ -41,6 +42,14 @@ class HandsFreeTurns:
                 return
             turn = self.turn
         self.pipeline.feed(turn, pcm)
+
+    def _paused(self) -> None:
+        """The user paused and the end-of-turn model is asked: STT starts on the speech so
+        far (the pipeline's key_up), so the turn, if it ends here, reuses that transcript."""
+        with self._lock:
+            turn = self.turn
+        if turn is not None:
+            self.pipeline.key_up(turn)
 
     def begin(self, turn: int) -> None:
         """`turn` (begun in the pipeline) gets the speech heard so far, and all that follows."""
