@@ -94,3 +94,20 @@ def test_the_conversation_window_shows_each_tool_call(qtbot, tmp_path):
                      "outcome": "denied", "ms": 0.0, "error": "the user did not allow it"},)))
     shown = window.view.toPlainText()
     assert "tool save_note(text='buy milk') → denied: the user did not allow it" in shown
+
+
+def test_a_spoken_answer_settles_the_question_and_closes_it(qtbot):
+    permission = ToolPermission()
+    news = []
+    permission.asked.connect(lambda: news.append("asked"))
+    permission.settled.connect(lambda: news.append("settled"))
+    for spoken in (True, False):
+        thread, result = _answer_from_thread(permission, threading.Event())
+        qtbot.waitUntil(lambda: _question_box() is not None, timeout=5000)
+        assert "Say yes or no" in _question_box().informativeText()
+        permission.answer(spoken)  # what the controller sends for a spoken yes / no
+        thread.join(5)
+        assert result["allowed"] is spoken
+        qtbot.waitUntil(lambda: _question_box() is None, timeout=5000)
+    qtbot.waitUntil(lambda: news == ["asked", "settled"] * 2, timeout=5000)
+    permission.answer(True)  # nothing is asked now: nothing happens
