@@ -114,7 +114,10 @@ class RunningApp:
                     os.environ.pop(k, None)
                     if v is not None:
                         os.environ[k] = v
-        reply = ipc.request("status", name=self._server, timeout_ms=5000)
+        try:
+            reply = ipc.request("status", name=self._server, timeout_ms=5000)
+        except TimeoutError:  # its GUI thread busy starting up on a loaded machine: ask again
+            return None
         return reply["status"] if reply and reply.get("ok") else None
 
     def wait(self, what, timeout_s: float, interval: float = 0.05) -> dict:

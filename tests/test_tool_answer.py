@@ -11,6 +11,7 @@ from s2s_desktop.assistant.yes_no import Answer, classify
 from s2s_desktop.states import ASKING_DETAIL, AppState
 from s2s_desktop.transitions import Effect, Event, Readiness, Situation, transition
 from tests.test_controller import FakePipeline, FakeRecorder
+from tests.test_tools import tool_session  # noqa: F401  (a fixture)
 
 LOADING, IDLE, LISTENING, THINKING, SPEAKING, ERROR = AppState
 E = Effect
@@ -174,3 +175,17 @@ def test_a_tap_does_not_answer_and_an_answer_after_a_click_is_dropped(asked, qtb
     pipe.heard[-1][1]("yes")
     qtbot.wait(100)
     assert c.answers == []
+
+
+# ------------------------------------------------------------------ a stopped tool's record
+@pytest.mark.xfail(strict=True, reason=(
+    "the turn is closed by Stop (player.close_turn) before the LLM stage's `finally` books its "
+    "tool_calls, so history has no record of the cancelled call (seen in test_tools_e2e.py)"))
+def test_a_tool_cancelled_by_stop_is_recorded_as_cancelled(tool_session):  # noqa: F811
+    session, seen = tool_session
+    turn = session.pipeline.submit_text("Look it up.")
+    assert seen["started"].wait(30)
+    session.pipeline.interrupt()
+    rec = session.wait(turn, 30)
+    assert rec.reason == "interrupted"
+    assert [(c["name"], c["outcome"]) for c in rec.tool_calls] == [("slow_lookup", "cancelled")]

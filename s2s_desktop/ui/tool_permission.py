@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtWidgets import QMessageBox
 
 WAIT_S = 60.0
@@ -21,6 +21,16 @@ class _Answer:
         self.allowed = False
 
 
+class _NoKeys(QObject):
+    """Drops every key but Escape."""
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() in (QEvent.Type.KeyPress, QEvent.Type.KeyRelease,
+                            QEvent.Type.ShortcutOverride):
+            return event.key() != Qt.Key.Key_Escape
+        return False
+
+
 class ToolPermission(QObject):
     asked = Signal()  # a question is up (the talk key now answers it)
     settled = Signal()  # it was answered, or Stop or the time limit said no
@@ -31,6 +41,7 @@ class ToolPermission(QObject):
         super().__init__(parent)
         self._boxes: dict[int, QMessageBox] = {}
         self._waiting: _Answer | None = None  # the question a spoken answer settles
+        self._no_keys = _NoKeys(self)
         self._show.connect(self._open, Qt.ConnectionType.QueuedConnection)
         self._close.connect(self._dismiss, Qt.ConnectionType.QueuedConnection)
 
@@ -64,8 +75,18 @@ class ToolPermission(QObject):
         box = QMessageBox(QMessageBox.Icon.Question, "s2s-desktop", question)
         box.setInformativeText(HOW_TO_ANSWER)
         allow = box.addButton("Allow", QMessageBox.ButtonRole.AcceptRole)
-        box.addButton("Deny", QMessageBox.ButtonRole.RejectRole)
+        deny = box.addButton("Deny", QMessageBox.ButtonRole.RejectRole)
         box.setWindowFlag(Qt.WindowType.WindowStaysOnTopHint)
+        # keys never answer it (Escape denies): held under the pointer, the talk key's Space
+        # (X repeats a held key) pressed the focused Allow; only a click or a spoken yes allows
+        box.setWindowFlag(Qt.WindowType.WindowDoesNotAcceptFocus)
+        box.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
+        for widget in (box, allow, deny):
+            widget.installEventFilter(self._no_keys)
+        for button in (allow, deny):
+            button.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+            button.setAutoDefault(False)
+        box.setEscapeButton(deny)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
 
         def done(_result: int) -> None:
