@@ -466,6 +466,8 @@ class AppController(HandsFreeEffects, QObject):
     def _do_start_answer_recording(self) -> bool:
         """The key held while a tool's question waits: record the answer; the turn goes on."""
         source, at = self._press
+        # the question, if it still plays, would be heard under the answer
+        self.pipeline.hush(self.current_turn)
         try:  # nothing from before the press: that is the question's own voice
             self.recorder.start_recording(since=at)
         except AudioDeviceError as exc:
@@ -479,6 +481,7 @@ class AppController(HandsFreeEffects, QObject):
     def _do_submit_answer(self) -> bool:
         self._stop_timers()
         self._pressed_at = None
+        self.pipeline.hush(self.current_turn, on=False)
         try:
             audio = self.recorder.stop_recording()
         except AudioDeviceError as exc:
@@ -490,6 +493,7 @@ class AppController(HandsFreeEffects, QObject):
     def _do_cancel_answer_recording(self) -> None:
         self._stop_timers()
         self._pressed_at = None
+        self.pipeline.hush(self.current_turn, on=False)
         self.recorder.cancel_recording()
 
     def _do_hint_say_yes_or_no(self) -> None:

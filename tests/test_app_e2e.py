@@ -187,6 +187,9 @@ def running_rig(root: Path, options: tuple[str, ...] = STARTER_OPTIONS):
                 interval=0.5,
             )
             assert status["state"] == "idle", status
+            # the hotkey helper may still be starting on a loaded machine
+            app.wait(lambda s: s["hotkey"].get("available") or s["hotkey"].get("problem"),
+                     timeout_s=30, interval=0.2)
             status = app.status()  # the real `s2s-desktop status --json`
             assert status["state"] == "idle" and all(status["models"].values()), status
             assert status["hotkey"]["available"], status["hotkey"]

@@ -110,6 +110,10 @@ class AnswerPipeline(FakePipeline):
     def __init__(self):
         super().__init__()
         self.heard: list = []
+        self.hushed: list[tuple[int, bool]] = []
+
+    def hush(self, turn, on=True):
+        self.hushed.append((turn, on))
 
     def hear_answer(self, audio, reply):
         self.heard.append((audio, reply))
@@ -150,6 +154,8 @@ def test_a_held_key_and_a_spoken_yes_allow_and_a_no_denies(asked, qtbot):
     _say(qtbot, c, pipe, hold, "Yes, go ahead.")
     qtbot.waitUntil(lambda: c.answers == [True], timeout=2000)
     assert pipe.turn == turns and pipe.key_ups == [1]  # no new turn, no key up to the STT
+    # the question stops playing while the key is held (the microphone would hear it)
+    assert pipe.hushed == [(1, True), (1, False)]
     c.permission_settled()
     c.permission_asked()
     _say(qtbot, c, pipe, hold, "No.")
@@ -189,3 +195,32 @@ def test_a_tool_cancelled_by_stop_is_recorded_as_cancelled(tool_session):  # noq
     rec = session.wait(turn, 30)
     assert rec.reason == "interrupted"
     assert [(c["name"], c["outcome"]) for c in rec.tool_calls] == [("slow_lookup", "cancelled")]
+
+
+def test_a_hushed_turn_plays_nothing_until_unhushed_and_goes_on():
+    """The player side of the key held to answer: the question's audio is dropped while the
+    key is down, the answer after it plays, and the turn is not closed by it."""
+    from s2s_desktop.audio.sink import CaptureSink
+    from s2s_desktop.pipeline.events import PipelineEvents
+    from s2s_desktop.pipeline.messages import SpeechChunk
+    from s2s_desktop.pipeline.player_stage import PlayerStage
+    from s2s_desktop.pipeline.turns import TurnBook, TurnClock
+
+    clock, book, sink = TurnClock(), TurnBook(), CaptureSink()
+    player = PlayerStage(None, clock=clock, book=book, events=PipelineEvents(), outbox=None,
+                         sink=sink)
+    turn = clock.new_turn()
+    book.open(turn)
+
+    def say(value):
+        player.handle(SpeechChunk(turn, pcm=np.full(160, value, np.float32), sample_rate=16000,
+                                  sentence=0, text="x"))
+
+    say(0.1)
+    player.hush(turn, True)
+    assert sink.flushes  # what was playing stops at the press
+    say(0.2)  # the rest of the question, made while the key is held
+    player.hush(turn, False)
+    say(0.3)  # the answer
+    assert [round(float(pcm[0]), 1) for _, pcm in sink.chunks[turn]] == [0.1, 0.3]
+    assert book.get(turn) is not None and not clock.is_stale(turn)

@@ -124,17 +124,21 @@ def test_stop_during_a_slow_tool_cancels_it_and_nothing_more_is_said(tool_rig, s
     # the cancelled call is not in the history yet: tests/test_tool_answer.py's strict xfail
 
 
-def _answer_by_voice(app, env, wav: Path) -> None:
-    """The question is up: hold the talk key, say `wav`, let go."""
+def _answer_by_voice(app, env, wav: Path) -> tuple[float, float]:
+    """The question is up: hold the talk key, say `wav`, let go. Returns (listening since,
+    key up)."""
+    import subprocess
+
     xdotool(env, "keydown", COMBO)
     try:
-        app.wait(lambda s: s["state"] == "listening", timeout_s=10)
-        import subprocess
-
+        app.wait(lambda s: s["state"] == "listening", timeout_s=10, interval=0.02)
+        listening = time.monotonic()
         subprocess.run(["paplay", "--device=micsrc", str(wav)], env=env, check=True, timeout=30)
         time.sleep(0.3)
     finally:
+        up = time.monotonic()
         xdotool(env, "keyup", COMBO)
+    return listening, up
 
 
 def _notes(env) -> list[str]:
@@ -142,8 +146,10 @@ def _notes(env) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-@pytest.mark.parametrize("said, written", [("Yes.", True), ("No.", False)])
-def test_a_writing_tool_asks_and_a_spoken_yes_or_no_decides(tool_rig, speech, said, written):
+# "No." is said at once, over the question: holding the key silences it
+@pytest.mark.parametrize("said, written, wait_s", [("Yes.", True, 1.0), ("No.", False, 0.0)])
+def test_a_writing_tool_asks_and_a_spoken_yes_or_no_decides(tool_rig, speech, said, written,
+                                                             wait_s):
     app, recorder, env, model = tool_rig
     before = _notes(env)
     question = speech("Please save a note that says buy milk.", pad_s=0.2)
@@ -152,9 +158,11 @@ def test_a_writing_tool_asks_and_a_spoken_yes_or_no_decides(tool_rig, speech, sa
                      timeout_s=60, interval=0.1)
     assert asked.get("asking"), asked
     assert "say yes or no" in asked["detail"], asked["detail"]
-    time.sleep(1.0)  # let the spoken question play out (it is not what is being tested)
+    time.sleep(wait_s)
     answered_at = time.monotonic()
-    _answer_by_voice(app, env, speech(said, pad_s=0.3))
+    listening, up = _answer_by_voice(app, env, speech(said, pad_s=0.3))
+    times, pcm = recorder.samples(listening + 0.2, up)
+    assert len(pcm) and np.abs(pcm).max() <= LOUD, "the app spoke while the key was held"
     done = _finished(app, answered_at)
     assert done["state"] == "idle" and done["turn"]["reason"] == "ok", done
     turn = _last_turn(env)

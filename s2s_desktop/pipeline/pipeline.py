@@ -248,6 +248,12 @@ class Pipeline:
             released = released_at if released_at is not None else time.monotonic()
             self.vad.inbox.put(ListenEnd(turn, created=released))
 
+    def hush(self, turn: int, on: bool = True) -> None:
+        """While on, `turn`'s audio is not played (what plays stops now); the turn goes on.
+        The key held to answer a tool's question silences the question, which the
+        microphone would hear under the answer."""
+        self.player.hush(turn, on)
+
     def hear_answer(self, audio: np.ndarray, reply: Callable[[str], None]) -> None:
         """Transcribe a spoken answer to a tool's question (16 kHz mono float32) with the STT
         model, outside any turn: the turn that asked waits on. `reply(text)` runs in the STT
