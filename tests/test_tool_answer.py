@@ -224,3 +224,25 @@ def test_a_hushed_turn_plays_nothing_until_unhushed_and_goes_on():
     say(0.3)  # the answer
     assert [round(float(pcm[0]), 1) for _, pcm in sink.chunks[turn]] == [0.1, 0.3]
     assert book.get(turn) is not None and not clock.is_stale(turn)
+
+
+def test_the_floating_window_says_how_to_answer_while_a_question_waits(qtbot):
+    from s2s_desktop.config import Settings
+    from s2s_desktop.controller import AppController
+    from s2s_desktop.ui.actions import AppActions
+    from s2s_desktop.ui.floating_window import FloatingWindow
+    from tests.test_controller import speaking
+
+    pipe = AnswerPipeline()
+    c = AppController(Settings(), pipe, FakeRecorder())
+    win = FloatingWindow(AppActions())
+    qtbot.addWidget(win)
+    c.state_changed.connect(lambda state, detail: win.show_state(state, detail))
+    speaking(qtbot, c, pipe)
+    qtbot.waitUntil(lambda: c.state == "speaking", timeout=1000)
+    assert win.talk.text() == "Talk (interrupts)"
+    c.permission_asked()
+    assert "say yes or no, or click Allow / Deny" in win.detail_label.text()
+    assert win.talk.text() == "Hold to say yes or no"
+    c.permission_settled()
+    assert win.talk.text() == "Talk (interrupts)"
