@@ -43,6 +43,8 @@ class Event(StrEnum):
     PROBLEM = "problem"  # an error found outside a turn (no microphone at start)
     STOP = "stop"  # Stop: whatever runs ends
     NEW_CONVERSATION = "new conversation"  # the assistant forgets the earlier exchanges
+    ASKED = "asked"  # the turn waits for the user's yes or no before a writing tool
+    ANSWERED = "answered"  # that question is settled (voice, Allow / Deny, Stop, time out)
     IDLE_UNLOAD = "idle unload"  # ui.unload_after_minutes ran out
     MODELS_LOADING = "models loading"  # a stage started loading or reloading
     MODELS_READY = "models ready"  # no stage is loading and none failed
@@ -54,8 +56,6 @@ class Event(StrEnum):
     SPEECH_STARTED = "speech started"  # hands-free heard the user start a turn
     VOICE_BARGE_IN = "voice barge-in"  # hands-free heard the user over the reply
     TURN_ENDED = "turn ended"  # hands-free: the end-of-turn model says the user finished
-    ASKED = "asked"  # the turn waits for the user's yes or no before a writing tool
-    ANSWERED = "answered"  # that question is settled (voice, Allow / Deny, Stop, time out)
 
 
 class Effect(StrEnum):
@@ -277,6 +277,18 @@ def _new_conversation(now: Situation) -> Step:
     return _stay(now, Effect.FORGET_CONVERSATION)  # a running reply goes on
 
 
+def _asked(now: Situation) -> Step:
+    return _stay(replace(now, asking=True)) if now.state.answering else _stay(now)
+
+
+def _answered(now: Situation) -> Step:
+    """Settled by a click, Stop or the time limit while the key may be held to answer."""
+    after = replace(now, asking=False)
+    if now.for_answer:
+        return _go(after, THINKING, Effect.CANCEL_ANSWER_RECORDING)
+    return _stay(after)
+
+
 def _idle_unload(now: Situation) -> Step:
     # the hands-free microphone's VAD and the next answer need the models: kept while it is on
     idle = now.state is IDLE and not now.hands_free
@@ -340,18 +352,6 @@ def _turn_ended(now: Situation) -> Step:
     return _go(now, THINKING, Effect.SUBMIT_VOICE_TURN)
 
 
-def _asked(now: Situation) -> Step:
-    return _stay(replace(now, asking=True)) if now.state.answering else _stay(now)
-
-
-def _answered(now: Situation) -> Step:
-    """Settled by a click, Stop or the time limit while the key may be held to answer."""
-    after = replace(now, asking=False)
-    if now.for_answer:
-        return _go(after, THINKING, Effect.CANCEL_ANSWER_RECORDING)
-    return _stay(after)
-
-
 _RULES: dict[Event, Callable[[Situation], Step]] = {
     Event.PRESS: _press,
     Event.KEY_UP: _key_up,
@@ -368,6 +368,8 @@ _RULES: dict[Event, Callable[[Situation], Step]] = {
     Event.PROBLEM: _problem,
     Event.STOP: _stop,
     Event.NEW_CONVERSATION: _new_conversation,
+    Event.ASKED: _asked,
+    Event.ANSWERED: _answered,
     Event.IDLE_UNLOAD: _idle_unload,
     Event.MODELS_LOADING: _models(Readiness.LOADING),
     Event.MODELS_READY: _models(Readiness.READY),
@@ -381,6 +383,4 @@ _RULES: dict[Event, Callable[[Situation], Step]] = {
     Event.SPEECH_STARTED: _speech_started,
     Event.VOICE_BARGE_IN: _speech_started,  # the listener already judged it was the user
     Event.TURN_ENDED: _turn_ended,
-    Event.ASKED: _asked,
-    Event.ANSWERED: _answered,
 }
