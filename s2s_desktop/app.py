@@ -96,6 +96,10 @@ class DesktopApp(AppWindows, QObject):
         self.tool_permission = ToolPermission(self)  # Allow / Deny before a writing tool
         self.pipeline.ask_tool = self.tool_permission.ask
         self.controller = AppController(settings, self.pipeline, self.mic)
+        # while a question is up the talk key answers it by voice (docs/tools.md)
+        self.tool_permission.asked.connect(self.controller.permission_asked)
+        self.tool_permission.settled.connect(self.controller.permission_settled)
+        self.controller.permission_answer.connect(self.tool_permission.answer)
         self.controller.hands_free_factory = HandsFreeBuilder(
             lambda: self.settings, self.speaker, on_notice=self.notice_posted.emit
         )

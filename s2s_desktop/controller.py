@@ -18,12 +18,13 @@ from typing import Protocol
 import numpy as np
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
+from .assistant.yes_no import Answer, classify
 from .audio_format import SAMPLE_RATE
 from .config import Settings
 from .errors import AudioDeviceError
 from .hands_free.effects import DOUBLE_TAP_S, HandsFreeEffects
 from .pipeline.turns import FinishedTurn
-from .states import STAGES, AppState, StageState, TurnReason
+from .states import ASKING_DETAIL, STAGES, AppState, StageState, TurnReason
 from .transitions import Event, Readiness, Situation, transition
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ STATES = tuple(AppState)
 TOO_SHORT = TurnReason.TOO_SHORT  # a tap's turn ends with this reason, not "interrupted"
 _BUSY = (StageState.LOADING, StageState.RELOADING)  # a stage that is not ready yet
 NOTHING_HEARD = "Nothing was heard: hold the key while you speak"
+SAY_YES_OR_NO = "Hold the key and say yes or no, or click Allow / Deny"
+UNCLEAR_ANSWERS = 2  # the second unclear spoken answer to a tool's question counts as no
 
 
 class Recorder(Protocol):
@@ -50,6 +53,8 @@ class AppController(HandsFreeEffects, QObject):
     speaker_wanted = Signal(bool)  # open the output now (True) / once what is queued played
     _audio_flowing = Signal(int)  # from the audio thread: the microphone delivers (turn)
     hands_free_event = Signal(object, object)  # from the listener's thread: (session, event)
+    permission_answer = Signal(bool)  # the user's spoken yes / no to a tool's question
+    _answer_heard = Signal(int, str)  # from the STT thread: (question, transcript)
 
     def __init__(self, settings: Settings, pipeline, recorder: Recorder, clock=time.monotonic):
         super().__init__()
@@ -96,6 +101,9 @@ class AppController(HandsFreeEffects, QObject):
         self._tap_text = ""
 
         self._start_sound_due: tuple[int, float] | None = None  # (turn, press time)
+        self._question_no = 0  # the tool question now waiting (a late transcript is dropped)
+        self._unclear = 0  # unclear spoken answers to it so far
+        self._answer_heard.connect(self._on_answer_heard, Qt.ConnectionType.QueuedConnection)
         self._audio_flowing.connect(self._play_start_sound, Qt.ConnectionType.QueuedConnection)
         self.hands_free_event.connect(
             self._on_hands_free_event, Qt.ConnectionType.QueuedConnection
@@ -125,6 +133,8 @@ class AppController(HandsFreeEffects, QObject):
         else:
             up = self._key_up_at - self._last_press
             tapped = 0 < up < tap_s and not self._grace.isActive()
+        # while a tool's question waits, a tap then a hold is the user answering, not a toggle
+        tapped = tapped and not self.situation.asking
         if tapped and self.settings.hotkey.debounce_ms / 1000 <= since < DOUBLE_TAP_S:
             # a double tap: the first tap's recording is dropped, hands-free turns on or off
             self._last_press = -1e9
@@ -188,6 +198,17 @@ class AppController(HandsFreeEffects, QObject):
 
     def new_conversation(self) -> None:
         self._dispatch(Event.NEW_CONVERSATION)
+
+    def permission_asked(self) -> None:
+        """A tool's yes/no question is up: the talk key now answers it (no barge-in)."""
+        self._question_no += 1
+        self._unclear = 0
+        self._dispatch(Event.ASKED)
+
+    def permission_settled(self) -> None:
+        """The question was answered (by voice, a click, Stop or its time limit)."""
+        self._question_no += 1  # a transcript still on its way answers nothing now
+        self._dispatch(Event.ANSWERED)
 
     def unload_idle_models(self) -> None:
         """ui.unload_after_minutes ran out: free the models if the app is still idle."""
@@ -334,6 +355,10 @@ class AppController(HandsFreeEffects, QObject):
             return self.error_now
         if now.state == IDLE and now.hands_free_listening:
             return "Just speak: no key needed"
+        if now.for_answer:
+            return "Listening for yes or no… (release to answer)"
+        if now.asking:
+            return f"{ASKING_DETAIL}: {SAY_YES_OR_NO[0].lower()}{SAY_YES_OR_NO[1:]}"
         return {IDLE: "Ready", LISTENING: "Listening…", THINKING: "Thinking…",
                 SPEAKING: "Speaking…"}[now.state]
 
@@ -404,7 +429,8 @@ class AppController(HandsFreeEffects, QObject):
     def _do_start_release_grace(self) -> None:
         self._release_at = self._key_up_at
         self._grace.start(max(0, self.settings.hotkey.release_grace_ms))
-        self.pipeline.key_up(self.current_turn)  # STT need not wait out the grace
+        if not self.situation.for_answer:
+            self.pipeline.key_up(self.current_turn)  # STT need not wait out the grace
 
     def _do_submit_recording(self) -> bool:
         self._stop_timers()
@@ -441,6 +467,57 @@ class AppController(HandsFreeEffects, QObject):
         self.current_turn = turn
         self.turn_info = {"id": turn, "source": self._source, "pressed_at": self.clock()}
         self.error_now = ""
+
+    def _do_start_answer_recording(self) -> bool:
+        """The key held while a tool's question waits: record the answer; the turn goes on."""
+        source, at = self._press
+        # the question, if it still plays, would be heard under the answer
+        self.pipeline.hush(self.current_turn)
+        try:  # nothing from before the press: that is the question's own voice
+            self.recorder.start_recording(since=at)
+        except AudioDeviceError as exc:
+            return self._device_failed(exc)
+        self._pressed_at, self._source = at, source
+        self._cap.start(int(self.settings.audio.max_record_s * 1000))
+        self._watchdog.start()
+        self._sound("listen-start")
+        return True
+
+    def _do_submit_answer(self) -> bool:
+        self._stop_timers()
+        self._pressed_at = None
+        self.pipeline.hush(self.current_turn, on=False)
+        try:
+            audio = self.recorder.stop_recording()
+        except AudioDeviceError as exc:
+            return self._device_failed(exc)
+        question = self._question_no
+        self.pipeline.hear_answer(audio, lambda text: self._answer_heard.emit(question, text))
+        return True
+
+    def _do_cancel_answer_recording(self) -> None:
+        self._stop_timers()
+        self._pressed_at = None
+        self.pipeline.hush(self.current_turn, on=False)
+        self.recorder.cancel_recording()
+
+    def _do_hint_say_yes_or_no(self) -> None:
+        self._hint(SAY_YES_OR_NO)
+
+    def _on_answer_heard(self, question: int, text: str) -> None:
+        """The spoken answer's transcript: yes or no answers the question; the first unclear
+        one asks again (a hint and the error sound), the second is a no."""
+        if question != self._question_no or not self.situation.asking:
+            return
+        answer = classify(text)
+        log.info("tool question: the spoken answer reads as %s", answer)
+        if answer is Answer.UNCLEAR:
+            self._unclear += 1
+            if self._unclear < UNCLEAR_ANSWERS:
+                self._sound("error")
+                self._hint(f"Not understood: {SAY_YES_OR_NO[0].lower()}{SAY_YES_OR_NO[1:]}")
+                return
+        self.permission_answer.emit(answer is Answer.YES)
 
     def _do_interrupt_reply(self) -> None:
         self.pipeline.interrupt()
@@ -540,6 +617,7 @@ class AppController(HandsFreeEffects, QObject):
             "stages": dict(self.stage_states),
             "last_error": self.last_error,
             "hands_free": self.situation.hands_free,
+            "asking": self.situation.asking,
             "hotkey": dict(self.hotkey_info),
             "turn": dict(self.turn_info),
             "clock": self.clock(),

@@ -79,6 +79,8 @@ LOOKS = {
     AppState.SPEAKING: StateLook("Speaking", "speaking"),
     AppState.ERROR: StateLook("Problem", "error"),
 }
+# the detail line while a turn waits for the user's yes or no before a writing tool
+ASKING_DETAIL = "Waiting for your answer"
 # between turns in hands-free conversation the microphone is open, waiting for a voice
 HANDS_FREE_LOOK = StateLook("Hands-free", "hands-free")
 

@@ -43,6 +43,8 @@ class Event(StrEnum):
     PROBLEM = "problem"  # an error found outside a turn (no microphone at start)
     STOP = "stop"  # Stop: whatever runs ends
     NEW_CONVERSATION = "new conversation"  # the assistant forgets the earlier exchanges
+    ASKED = "asked"  # the turn waits for the user's yes or no before a writing tool
+    ANSWERED = "answered"  # that question is settled (voice, Allow / Deny, Stop, time out)
     IDLE_UNLOAD = "idle unload"  # ui.unload_after_minutes ran out
     MODELS_LOADING = "models loading"  # a stage started loading or reloading
     MODELS_READY = "models ready"  # no stage is loading and none failed
@@ -90,6 +92,10 @@ class Effect(StrEnum):
     HINT_HANDS_FREE_WAITS = "hint hands-free waits"  # on while loading: it starts when loaded
     HINT_HANDS_FREE_TIMED_OUT = "hint hands-free timed out"
     HINT_HANDS_FREE_LOST = "hint hands-free lost"  # what failed, and that the key still works
+    START_ANSWER_RECORDING = "start answer recording"  # the key held to say yes or no
+    SUBMIT_ANSWER = "submit answer"  # its recording is transcribed and read as yes / no
+    CANCEL_ANSWER_RECORDING = "cancel answer recording"  # dropped; the question still waits
+    HINT_SAY_YES_OR_NO = "hint say yes or no"  # a tap is no answer: hold the key and speak
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,8 @@ class Situation:
     error_shown: bool = False  # a device or turn error stays shown until the next press
     hands_free: bool = False  # the user turned hands-free conversation on
     by_voice: bool = False  # LISTENING: the turn was opened by the hands-free microphone
+    asking: bool = False  # the turn waits for the user's yes or no before a writing tool
+    for_answer: bool = False  # LISTENING: the key is held to answer that question (no new turn)
 
     @property
     def hands_free_listening(self) -> bool:
@@ -144,6 +152,9 @@ def _go(now: Situation, state: AppState, *effects: Effect, **changes) -> Step:
     closing = (Effect.CLOSE_SPEAKER,) if state.resting and not now.state.resting else ()
     if state is not LISTENING:
         changes.setdefault("by_voice", False)
+        changes.setdefault("for_answer", False)
+    if not state.busy:  # no turn runs: no question waits
+        changes.setdefault("asking", False)
     return replace(now, state=state, **changes), (*effects, *closing)
 
 
@@ -155,12 +166,16 @@ def _drop_listening(now: Situation) -> Effects:
     """The recording now running, dropped: the key's, or the hands-free microphone's."""
     if now.state is not LISTENING:
         return ()
+    if now.for_answer:
+        return (Effect.CANCEL_ANSWER_RECORDING,)
     return (Effect.CANCEL_VOICE_TURN if now.by_voice else Effect.CANCEL_RECORDING,)
 
 
 def _press(now: Situation) -> Step:
     if now.recording_by_key:
         return _stay(now)
+    if now.asking and now.state.answering:  # the key answers the question: no barge-in
+        return _go(now, LISTENING, Effect.START_ANSWER_RECORDING, for_answer=True)
     if now.state is LISTENING:  # over a hands-free turn: the key's explicit turn replaces it
         return _go(now, LISTENING, Effect.CANCEL_VOICE_TURN, Effect.START_RECORDING,
                    Effect.OPEN_SPEAKER, by_voice=False, error_shown=False)
@@ -182,18 +197,24 @@ def _key_up(now: Situation) -> Step:
 def _release(now: Situation) -> Step:
     if not now.recording_by_key:
         return _stay(now)
+    if now.for_answer:  # back to the turn, which waits until the answer is read
+        return _go(now, THINKING, Effect.SUBMIT_ANSWER, Effect.SOUND_LISTEN_STOP)
     return _go(now, THINKING, Effect.SUBMIT_RECORDING, Effect.SOUND_LISTEN_STOP)
 
 
 def _tap(now: Situation) -> Step:
     if not now.recording_by_key:
         return _stay(now)
+    if now.for_answer:  # a tap is what an accident looks like: never a yes (docs/tools.md)
+        return _go(now, THINKING, Effect.CANCEL_ANSWER_RECORDING, Effect.HINT_SAY_YES_OR_NO)
     return _go(now, now.rest, Effect.DISCARD_TAP, Effect.HINT_TAP)
 
 
 def _cap(now: Situation) -> Step:
     if not now.recording_by_key:
         return _stay(now)
+    if now.for_answer:
+        return _release(now)
     return _go(now, THINKING, Effect.HINT_CAP, Effect.SUBMIT_RECORDING, Effect.SOUND_LISTEN_STOP)
 
 
@@ -201,7 +222,8 @@ def _ask(now: Situation) -> Step:
     drop = _drop_listening(now)
     # the output opens as the question is sent: a stream started by the reply itself lost
     # its first words through PulseAudio (issue 33)
-    return _go(now, THINKING, *drop, Effect.OPEN_SPEAKER, Effect.SUBMIT_TEXT, error_shown=False)
+    return _go(now, THINKING, *drop, Effect.OPEN_SPEAKER, Effect.SUBMIT_TEXT, error_shown=False,
+               asking=False)
 
 
 def _transcript(now: Situation) -> Step:
@@ -214,10 +236,12 @@ def _first_audio(now: Situation) -> Step:
 
 def _turn_closed(*effects: Effect, error: bool = False) -> Callable[[Situation], Step]:
     def rule(now: Situation) -> Step:
-        if not now.state.answering:
+        if not (now.state.answering or now.for_answer):
             return _stay(now)  # stopped by hand, or the live turn was dropped
         after = replace(now, error_shown=now.error_shown or error)
-        return _go(after, ERROR if error else after.rest, Effect.NOTE_REPLY_ENDED, *effects)
+        drop = _drop_listening(now)  # the key held to answer a question the turn no longer asks
+        return _go(after, ERROR if error else after.rest, *drop, Effect.NOTE_REPLY_ENDED,
+                   *effects)
 
     return rule
 
@@ -226,7 +250,7 @@ def _device_error(now: Situation) -> Step:
     if now.state is LOADING:
         return _stay(replace(now, error_shown=True))  # shown once loading ends
     drop = {
-        LISTENING: _drop_listening(now),
+        LISTENING: (*_drop_listening(now), *_ends_turn(now)),
         THINKING: (Effect.INTERRUPT_REPLY,),  # the recording failed as it was submitted
         SPEAKING: (Effect.INTERRUPT_REPLY,),
     }.get(now.state, ())
@@ -238,9 +262,14 @@ def _problem(now: Situation) -> Step:
     return _go(after, ERROR) if now.state.resting else _stay(after)
 
 
+def _ends_turn(now: Situation) -> Effects:
+    """Dropping the answer's recording also ends the turn that asked (Stop is a no)."""
+    return (Effect.INTERRUPT_REPLY, Effect.NOTE_REPLY_ENDED) if now.for_answer else ()
+
+
 def _stop(now: Situation) -> Step:
     if now.state is LISTENING:  # hands-free stays on: Stop ends what runs, not the mode
-        return _go(now, now.rest, *_drop_listening(now))
+        return _go(now, now.rest, *_drop_listening(now), *_ends_turn(now))
     if now.state.answering:
         return _go(now, now.rest, Effect.INTERRUPT_REPLY, Effect.NOTE_REPLY_ENDED)
     return _stay(now, Effect.SILENCE)
@@ -248,6 +277,18 @@ def _stop(now: Situation) -> Step:
 
 def _new_conversation(now: Situation) -> Step:
     return _stay(now, Effect.FORGET_CONVERSATION)  # a running reply goes on
+
+
+def _asked(now: Situation) -> Step:
+    return _stay(replace(now, asking=True)) if now.state.answering else _stay(now)
+
+
+def _answered(now: Situation) -> Step:
+    """Settled by a click, Stop or the time limit while the key may be held to answer."""
+    after = replace(now, asking=False)
+    if now.for_answer:
+        return _go(after, THINKING, Effect.CANCEL_ANSWER_RECORDING)
+    return _stay(after)
 
 
 def _idle_unload(now: Situation) -> Step:
@@ -276,6 +317,8 @@ def _hands_free_on(now: Situation) -> Step:
         return _stay(now, Effect.HINT_CANNOT_LISTEN)
     waits = (Effect.HINT_HANDS_FREE_WAITS,) if now.models is Readiness.LOADING else ()
     on = replace(now, hands_free=True)
+    if now.for_answer:  # the turn that asks goes on
+        return _go(on, THINKING, *_drop_listening(now), Effect.SOUND_HANDS_FREE_ON)
     if now.state is LISTENING:  # a key recording (or the first tap of a double tap) is dropped
         return _go(on, now.rest, *_drop_listening(now), Effect.SOUND_HANDS_FREE_ON)
     return _stay(on, Effect.SOUND_HANDS_FREE_ON, *waits)
@@ -289,7 +332,7 @@ def _hands_free_ends(*effects: Effect) -> Callable[[Situation], Step]:
         if not now.hands_free:
             return _stay(now)
         off = replace(now, hands_free=False)
-        if now.state is LISTENING:
+        if now.state is LISTENING and not now.for_answer:
             return _go(off, now.rest, *_drop_listening(now), *effects)
         return _stay(off, *effects)
 
@@ -302,7 +345,7 @@ def _speech_started(now: Situation) -> Step:
         return _stay(now)  # an event from a session already stopped, or a turn already open
     barge_in = (Effect.BARGE_IN, Effect.NOTE_REPLY_ENDED) if now.state.answering else ()
     return _go(now, LISTENING, *barge_in, Effect.OPEN_VOICE_TURN, Effect.OPEN_SPEAKER,
-               by_voice=True, error_shown=False)
+               by_voice=True, error_shown=False, asking=False)
 
 
 def _listening_changed(now: Situation) -> Step:
@@ -340,6 +383,8 @@ _RULES: dict[Event, Callable[[Situation], Step]] = {
     Event.PROBLEM: _problem,
     Event.STOP: _stop,
     Event.NEW_CONVERSATION: _new_conversation,
+    Event.ASKED: _asked,
+    Event.ANSWERED: _answered,
     Event.IDLE_UNLOAD: _idle_unload,
     Event.MODELS_LOADING: _models(Readiness.LOADING),
     Event.MODELS_READY: _models(Readiness.READY),

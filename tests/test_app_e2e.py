@@ -114,7 +114,10 @@ class RunningApp:
                     os.environ.pop(k, None)
                     if v is not None:
                         os.environ[k] = v
-        reply = ipc.request("status", name=self._server, timeout_ms=5000)
+        try:
+            reply = ipc.request("status", name=self._server, timeout_ms=5000)
+        except TimeoutError:  # its GUI thread busy starting up on a loaded machine: ask again
+            return None
         return reply["status"] if reply and reply.get("ok") else None
 
     def wait(self, what, timeout_s: float, interval: float = 0.05) -> dict:
@@ -184,6 +187,9 @@ def running_rig(root: Path, options: tuple[str, ...] = STARTER_OPTIONS):
                 interval=0.5,
             )
             assert status["state"] == "idle", status
+            # the hotkey helper may still be starting on a loaded machine
+            app.wait(lambda s: s["hotkey"].get("available") or s["hotkey"].get("problem"),
+                     timeout_s=30, interval=0.2)
             status = app.status()  # the real `s2s-desktop status --json`
             assert status["state"] == "idle" and all(status["models"].values()), status
             assert status["hotkey"]["available"], status["hotkey"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from s2s_desktop import config
@@ -94,3 +95,34 @@ def test_the_conversation_window_shows_each_tool_call(qtbot, tmp_path):
                      "outcome": "denied", "ms": 0.0, "error": "the user did not allow it"},)))
     shown = window.view.toPlainText()
     assert "tool save_note(text='buy milk') → denied: the user did not allow it" in shown
+
+
+def test_a_spoken_answer_settles_the_question_and_closes_it(qtbot):
+    permission = ToolPermission()
+    news = []
+    permission.asked.connect(lambda: news.append("asked"))
+    permission.settled.connect(lambda: news.append("settled"))
+    for spoken in (True, False):
+        thread, result = _answer_from_thread(permission, threading.Event())
+        qtbot.waitUntil(lambda: _question_box() is not None, timeout=5000)
+        box = _question_box()
+        assert "Say yes or no" in box.informativeText()
+        # no key answers it: the talk key's Space (repeated by X) once pressed Allow
+        for target in (box, *box.buttons()):
+            for key in (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_A):
+                QTest.keyClick(target, key)
+                QTest.keyClick(target, key, Qt.KeyboardModifier.ControlModifier
+                               | Qt.KeyboardModifier.AltModifier)
+        qtbot.wait(200)
+        assert thread.is_alive() and _question_box() is box
+        permission.answer(spoken)  # what the controller sends for a spoken yes / no
+        thread.join(5)
+        assert result["allowed"] is spoken
+        qtbot.waitUntil(lambda: _question_box() is None, timeout=5000)
+    qtbot.waitUntil(lambda: news == ["asked", "settled"] * 2, timeout=5000)
+    permission.answer(True)  # nothing is asked now: nothing happens
+    thread, result = _answer_from_thread(permission, threading.Event())
+    qtbot.waitUntil(lambda: _question_box() is not None, timeout=5000)
+    QTest.keyClick(_question_box(), Qt.Key.Key_Escape)  # Escape is Deny
+    thread.join(5)
+    assert result["allowed"] is False

@@ -4,6 +4,7 @@ latency is read from the data itself and stale turns are dropped on one field.""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -125,3 +126,12 @@ class Unload(Message):
 
 
 STOP = object()  # sentinel: the stage thread ends
+
+
+@dataclass
+class HeardAnswer(Message):
+    """Control: a spoken yes or no to a tool's question, to transcribe while the turn that
+    asked waits (no new turn); `reply` gets the text ("" when it cannot be heard)."""
+
+    audio: np.ndarray
+    reply: Callable[[str], None]

@@ -30,6 +30,7 @@ from .llm_stage import LLMStage
 from .messages import (
     STOP,
     AudioChunk,
+    HeardAnswer,
     KeyUp,
     ListenEnd,
     Prime,
@@ -246,6 +247,18 @@ class Pipeline:
         if not self.clock.is_stale(turn):
             released = released_at if released_at is not None else time.monotonic()
             self.vad.inbox.put(ListenEnd(turn, created=released))
+
+    def hush(self, turn: int, on: bool = True) -> None:
+        """While on, `turn`'s audio is not played (what plays stops now); the turn goes on.
+        The key held to answer a tool's question silences the question, which the
+        microphone would hear under the answer."""
+        self.player.hush(turn, on)
+
+    def hear_answer(self, audio: np.ndarray, reply: Callable[[str], None]) -> None:
+        """Transcribe a spoken answer to a tool's question (16 kHz mono float32) with the STT
+        model, outside any turn: the turn that asked waits on. `reply(text)` runs in the STT
+        stage's thread."""
+        self.stt.inbox.put(HeardAnswer(-1, audio=audio, reply=reply))
 
     def interrupt(self, reason: TurnReason = TurnReason.INTERRUPTED) -> list[int]:
         """Barge-in: stop generation and playback of every running turn. When this returns no

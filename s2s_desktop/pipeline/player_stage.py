@@ -26,11 +26,13 @@ class PlayerStage(Worker):
         self._lock = threading.Lock()
         self._output_lost: dict[int, str] = {}  # turn -> why its audio could not be played
         self._handed: dict[int, dict[int, HandedSentence]] = {}  # turn -> sentence -> audio
+        self._hushed: set[int] = set()  # turns whose audio is dropped for now (hush)
 
     def process(self, msg):
         if isinstance(msg, SpeechChunk):
             with self._lock:
-                if self.clock.is_stale(msg.turn) or msg.turn in self._output_lost:
+                if (self.clock.is_stale(msg.turn) or msg.turn in self._output_lost
+                        or msg.turn in self._hushed):
                     return
                 try:
                     self.sink.play(msg.pcm, msg.sample_rate, msg.turn, msg.sentence)
@@ -66,10 +68,20 @@ class PlayerStage(Worker):
         with self._lock:
             self.sink.flush()
 
+    def hush(self, turn: int, on: bool) -> None:
+        """While on, `turn`'s audio is dropped (what plays stops now), the turn going on."""
+        with self._lock:
+            if on:
+                self._hushed.add(turn)
+                self.sink.flush()
+            else:
+                self._hushed.discard(turn)
+
     def close_turn(self, turn: int, reason: str, error: str = "") -> None:
         rec = self.book.finish(turn, reason, error)
         with self._lock:
             self._output_lost.pop(turn, None)
+            self._hushed.discard(turn)
             handed = self._handed.pop(turn, {})
         played = self.sink.take_played(turn)
         if rec is None:

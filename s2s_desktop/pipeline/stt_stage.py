@@ -9,11 +9,15 @@ decode of the same speech) and no STT work is left.
 
 from __future__ import annotations
 
+import logging
+
 from ..audio_format import SAMPLE_RATE
 from ..engines.base import STTOptions, STTResult
 from ..states import TurnReason
-from .messages import Partial, Prime, Transcript, TurnEnded, Utterance
+from .messages import HeardAnswer, Partial, Prime, Transcript, TurnEnded, Utterance
 from .stage import EngineStage
+
+log = logging.getLogger(__name__)
 
 MATCH_TOLERANCE = int(0.15 * SAMPLE_RATE)  # region edges this close decode the same
 
@@ -41,6 +45,21 @@ class STTStage(EngineStage):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._partial: tuple[Partial, STTResult] | None = None
+
+    def control(self, msg) -> bool:
+        if not isinstance(msg, HeardAnswer):
+            return super().control(msg)
+        text = ""
+        try:  # the turn that asked must not fail with it: an answer not heard is unclear
+            if self.engine is not None:
+                section = self.section()
+                result = self.engine.transcribe(msg.audio, section.language or None,
+                                                STTOptions.of(section))
+                text = result.text.strip()
+        except Exception:
+            log.exception("stt: the spoken answer could not be transcribed")
+        msg.reply(text)
+        return True
 
     def _newer_waiting(self, turn: int) -> bool:
         return self.inbox.waiting(lambda m: getattr(m, "turn", None) == turn)

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..states import AppState, look
+from ..states import ASKING_DETAIL, AppState, look
 from .actions import AppActions
 from .icons import state_icon
 from .tasks import ERROR_STYLE
@@ -201,11 +201,12 @@ class FloatingWindow(QWidget):
         self.status_action.setText(menu_status_text(text))
         self._set_detail("\n".join(text.split("\n")[1:]), error)
         self.talk.setEnabled(state != AppState.LOADING)
+        asking = detail.startswith(ASKING_DETAIL)  # a tool's yes/no question is up
         self.talk.setText(
             {
                 AppState.LISTENING: "Listening… (release to send)",
-                AppState.THINKING: "Talk (interrupts)",
-                AppState.SPEAKING: "Talk (interrupts)",
+                AppState.THINKING: "Hold to say yes or no" if asking else "Talk (interrupts)",
+                AppState.SPEAKING: "Hold to say yes or no" if asking else "Talk (interrupts)",
             }.get(state, "Talk")
         )
         listening = state == AppState.LISTENING
