@@ -28,6 +28,9 @@ FRAME = RATE // 100  # WebRTC processes 10 ms frames
 # against silence (on the echo rig a 2 s ring lost whole replies that way)
 HISTORY_S = 10.0
 RESTART_GAP_S = 0.05  # a reference block this far off the running timeline starts it anew
+# the echo in a microphone block may come from this far before it (room + a reference that
+# slipped after an underrun: 20-120 ms measured on the echo rig) or, misaligned, after it
+ECHO_BACK_S, ECHO_AHEAD_S = 0.4, 0.1
 
 
 class EchoCancellerUnavailable(S2SError):
@@ -121,6 +124,8 @@ class EchoCanceller:
         self._pending = np.zeros(0, np.float32)
         self._pending_index: int | None = None  # timeline index of _pending[0]
         self.last_input = np.zeros(0, np.float32)  # the microphone audio of clean()'s output
+        # the loudest 10 ms of what was played that could echo in clean()'s output (mean square)
+        self.last_reference_power = 0.0
 
     def reference(self, pcm: np.ndarray, rate: int, played_at: float) -> None:
         """Audio the app handed to the output device, starting at `played_at`."""
@@ -143,9 +148,15 @@ class EchoCanceller:
             index = self._pending_index + i * FRAME
             out[i * FRAME : (i + 1) * FRAME] = self._process(frame, self.timeline.read(index))
         self.last_input = self._pending[: n_frames * FRAME]
+        self.last_reference_power = self._reference_power(self._pending_index, n_frames * FRAME)
         self._pending = self._pending[n_frames * FRAME :]
         self._pending_index += n_frames * FRAME
         return out
+
+    def _reference_power(self, start: int, n: int) -> float:
+        back, ahead = int(ECHO_BACK_S * RATE), int(ECHO_AHEAD_S * RATE)
+        ref = self.timeline.read(start - back, (back + n + ahead) // FRAME * FRAME)
+        return float(np.max(np.mean(np.square(ref.reshape(-1, FRAME)), axis=1))) if ref.size else 0.0
 
     def _process(self, mic: np.ndarray, far: np.ndarray) -> np.ndarray:
         rtc = self._rtc

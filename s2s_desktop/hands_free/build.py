@@ -21,6 +21,7 @@ class SpeakerLinkedSession(HandsFreeSession):
     def __init__(self, listener, microphone, on_event, speaker=None):
         super().__init__(listener, microphone, on_event)
         self.speaker = speaker if isinstance(speaker, EchoReferenceSpeaker) else None
+        self.player = self.speaker  # a voice over the reply pauses it here, at once
 
     def start(self) -> None:
         echo = self.listener.echo
