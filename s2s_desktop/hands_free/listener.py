@@ -3,17 +3,18 @@
 Each block passes the echo canceller (what the app plays is taken out), then silero VAD, one
 probability per 32 ms window, on the cleaned signal:
 - waiting, speech for `start_ms` opens a turn (with `preroll_ms` of audio from before it);
-- while the app speaks (its reply or an earcon, or its echo's tail), speech for `pause_ms`
+- while the app speaks a reply, speech for `pause_ms`
   (one window of it confident: `barge_in_threshold`) and louder than the app's own echo could be
   (the echo guard: the microphone over `echo_margin_db` above the loudest reference of the
-  last 0.4 s times the room's coupling, learnt from the replies; or, for a voice quieter than
+  last 0.5 s times the room's coupling, learnt from the replies; or, for a voice quieter than
   that, the canceller is working: `canceller_working_db`) PAUSES the reply
   (REPLY_PAUSED: the session holds the speaker). Then it listens with the reply silent: speech
   that goes on to `commit_ms` is a barge-in (BARGE_IN: the turn starts from the speech's
   onset; the reply is dropped); speech that stops before that is a backchannel ("yeah",
   "mm-hm", a cough) and the reply resumes (REPLY_RESUMED), unless its words (`transcript`)
   are more than backchannel words ("Stop."): a barge-in. The app's own echo cannot pass this,
-  whatever the canceller does: it stops when the reply is paused;
+  whatever the canceller does: it stops when the reply is paused. In an earcon or the
+  reply's echo tail (`echo_tail_s`) a turn opens as when waiting, if the guard lets it;
 - in a turn, once the speaker has been silent for `check_after_ms`, the end-of-turn model
   decides whether they finished or only paused, and the words so far (`transcript`, the live
   transcript where the app has one) can overrule a "finished" that stops on "of" or "the";
@@ -215,9 +216,12 @@ class HandsFreeListener:
         if self._paused:
             return self._while_paused(p, now)
         if not self._in_turn:
-            speaking = self._app_speaking(now)
-            if speaking:
+            if self._app_speaking(now):
                 self._last_activity = now
+            # a reply can be paused while the listener makes sure; an earcon or the reply's
+            # echo tail has nothing to pause: there the guard alone keeps the echo out
+            speaking = self.replying
+            if speaking:
                 needed = tune.windows(tune.pause_ms)
                 trusted = self._louder_than_echo or (
                     self._canceller_working() and now >= self._guard_only_until)
@@ -227,8 +231,8 @@ class HandsFreeListener:
                 heard = p >= tune.threshold and self._louder_than_echo
             self._run = self._run + 1 if heard else 0
             self._run_peak = max(self._run_peak, p) if self._run > 1 else p
-            sure = not speaking or self._run_peak >= tune.barge_in_threshold
-            if self._run >= needed and sure and speaking and self.voice_barge_in:
+            if (self._run >= needed and speaking and self.voice_barge_in
+                    and self._run_peak >= tune.barge_in_threshold):
                 self._paused, self._pause_from = True, self._done - self._run * WINDOW
                 self._pause_speech, self._silence, self._run = self._run, 0, 0
                 return self._event(HandsFreeEventKind.REPLY_PAUSED, now)
