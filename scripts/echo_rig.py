@@ -289,7 +289,7 @@ def run(args, env: dict) -> dict:
             float(np.mean(vad.probabilities(clean) >= 0.5)) * 100, 1)
         echo.shadow = None
         result.update(barge_in(env, session, speaker, events, log, user_rec, spk_rec,
-                               replies[1], rate, Kind))
+                               replies[1], rate, Kind, args.barge_ins))
     finally:
         session.stop()
         speaker.close()
@@ -303,7 +303,8 @@ def run(args, env: dict) -> dict:
     return result
 
 
-def barge_in(env, session, speaker, events, log, user_rec, spk_rec, reply, rate, Kind) -> dict:
+def barge_in(env, session, speaker, events, log, user_rec, spk_rec, reply, rate, Kind,
+             trials) -> dict:
     out = {}
     # a cough-like noise burst, then backchannels, over a reply: none may stop it
     rng = np.random.default_rng(3)
@@ -315,6 +316,7 @@ def barge_in(env, session, speaker, events, log, user_rec, spk_rec, reply, rate,
         start = time.monotonic()
         speaker.play(reply[: rate * 5], rate, turn=100 + k)
         time.sleep(1.5)
+        said_at = time.monotonic()
         play_user(env, np.concatenate([sound, np.zeros(1600, np.float32)]))
         speaker.drain(100 + k, threading.Event())
         session.set_replying(False)
@@ -325,16 +327,35 @@ def barge_in(env, session, speaker, events, log, user_rec, spk_rec, reply, rate,
             "stopped_reply": any(e.kind is Kind.BARGE_IN for e in seen),
             "paused": len(paused),
             "paused_s": round(resumed[0] - paused[0], 2) if paused and resumed else None,
+            # before 0: the app's own voice paused it (the sound is played at 0)
+            "paused_at_s": [round(t - said_at, 2) for t in paused],
         }
         time.sleep(1.0)
     out["cough_stopped_reply"] = out["backchannels"]["cough"]["stopped_reply"]
-    # "Stop, what is the capital of Italy?" over a long reply
+    # "Stop, what is the capital of Italy?" over a long reply, `trials` times
     stop_q = espeak(BARGE_IN, "en-us", 16000)
+    tries = [stop_trial(env, session, speaker, events, log, user_rec, spk_rec, reply, rate,
+                        Kind, stop_q, 101 + k) for k in range(trials)]
+    out["barge_in_stopped_reply"] = all(t["stopped"] for t in tries)
+    # a barge-in before the user spoke was the app's own voice
+    out["barge_in_before_user_spoke"] = any(t["before_user_spoke"] for t in tries)
+    out["barge_in_question_turn_ended"] = all(t["turn_ended"] for t in tries)
+    for key in ("stop_s", "heard_s", "paused_s", "decided_s"):
+        values = [t[key] for t in tries if t.get(key) is not None]
+        out[f"barge_in_{key}_after_speech_start"] = values
+    return out
+
+
+def stop_trial(env, session, speaker, events, log, user_rec, spk_rec, reply, rate, Kind, stop_q,
+               turn) -> dict:
+    """One spoken barge-in: when the reply went silent on the speaker recording (stop_s), the
+    audio time the listener heard enough to pause it (heard_s) and when it decided that
+    (paused_s: the listener may run behind on a loaded machine), and the barge-in (decided_s),
+    all after the first sound of the user's speech."""
     while not events.empty():
         events.get()
     session.set_replying(True)
-    start = time.monotonic()
-    speaker.play(reply, rate, turn=101)
+    speaker.play(reply, rate, turn=turn)
     time.sleep(2.5)
     said_at = time.monotonic()
     user = threading.Thread(target=play_user, args=(env, stop_q), daemon=True)
@@ -346,19 +367,19 @@ def barge_in(env, session, speaker, events, log, user_rec, spk_rec, reply, rate,
     user.join(10.0)
     time.sleep(0.5)
     onset = first_loud(user_rec, said_at, time.monotonic())
-    out["barge_in_stopped_reply"] = barged is not None
-    # a barge-in before the user spoke was the app's own voice
-    out["barge_in_before_user_spoke"] = bool(barged and onset and barged.at < onset)
-    out["barge_in_question_turn_ended"] = ended is not None
+    out = {"stopped": barged is not None, "turn_ended": ended is not None,
+           "before_user_spoke": bool(barged and onset and barged.at < onset)}
     if barged is not None and onset is not None:
         times, pcm = spk_rec.samples(onset, time.monotonic())
         loud = np.flatnonzero(np.abs(pcm) > LOUD)
         silent_from = float(times[loud[-1]]) if loud.size else onset
-        out["barge_in_stop_s_after_speech_start"] = round(silent_from - onset, 3)
-        out["barge_in_decided_s_after_speech_start"] = round(barged.decided_at - onset, 3)
+        out["stop_s"] = round(silent_from - onset, 3)
+        out["decided_s"] = round(barged.decided_at - onset, 3)
         if paused:
-            out["barge_in_paused_s_after_speech_start"] = round(paused[0].decided_at - onset, 3)
+            out["heard_s"] = round(paused[0].at - onset, 3)
+            out["paused_s"] = round(paused[0].decided_at - onset, 3)
     speaker.flush()
+    time.sleep(1.0)
     return out
 
 
@@ -368,6 +389,7 @@ def main() -> int:
     ap.add_argument("--room-delay-ms", type=int, default=80)
     ap.add_argument("--room-volume", type=int, default=40, help="echo level, %% of the reply")
     ap.add_argument("--idle-s", type=float, default=20.0)
+    ap.add_argument("--barge-ins", type=int, default=1, help="spoken barge-ins to time")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args()
     tool = missing("pulseaudio", "pactl", "paplay", "parec", "espeak-ng")
