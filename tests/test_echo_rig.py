@@ -2,7 +2,8 @@
 through a PulseAudio room that feeds the app's replies back into its microphone (80 ms later,
 at 40 %). Every question must end its turn, the app's own voice must start none, a spoken
 "Stop, what is the capital of Italy?" must stop a long reply and be heard as the next turn, a
-cough-like burst must not stop it, and the microphone must be closed at the end."""
+cough-like burst and the backchannels "Yeah.", "Mm-hm.", "Okay." must not stop it, and the
+microphone must be closed at the end."""
 
 from __future__ import annotations
 
@@ -45,4 +46,6 @@ def test_conversation_through_the_room_never_answers_itself(tmp_path):
     assert figures["barge_in_stopped_reply"] and figures["barge_in_question_turn_ended"], figures
     assert not figures["barge_in_before_user_spoke"], figures
     assert not figures["cough_stopped_reply"], figures
+    # "Yeah.", "Mm-hm." and "Okay." over a reply: it may pause, it goes on
+    assert not any(b["stopped_reply"] for b in figures["backchannels"].values()), figures
     assert figures["mic_closed_after"], figures

@@ -55,7 +55,9 @@ LOSS_HISTORY = 16  # echo-alone blocks (~1 s) the canceller's health is judged o
 COUPLING_HISTORY = 256  # blocks (~16 s of 64 ms blocks, across replies) the room is learnt on
 COUPLING_MIN = 8  # blocks needed before the room is known (until then no barge-in by voice)
 NO_REFERENCE_S = 1.5  # replying with nothing played this long: the reference is missing
-COUPLING_QUANTILE = 0.9  # the echo's loudness relative to the reference: a high quantile
+# the room's coupling is the median microphone / reference power of echo-alone blocks: the
+# median, as some of the user's softer speech gets in (the VAD missed it in double talk)
+COUPLING_QUANTILE = 0.5
 
 
 class HandsFreeEventKind(StrEnum):
@@ -89,10 +91,14 @@ class TurnTaking:
     recheck_ms: int = 320  # asked again after this much more silence
     max_pause_ms: int = 1600  # silence that ends a turn whatever the model says
     # speech over the app's voice this long pauses it (4 windows: the reply is silent ~0.25 s
-    # after the user's first sound), if one window of it is this sure (a cough scores lower)
+    # after the user's first sound), if one window of it is this sure: in double talk the
+    # canceller's suppression left "Stop," at 0.53-0.72 on the echo rig (a cough-like burst
+    # reached 0.74 there: it may pause the reply, which then resumes)
     pause_ms: int = 128
-    barge_in_threshold: float = 0.8
-    echo_margin_db: float = 3.0  # and the microphone was this far above the echo estimate,
+    barge_in_threshold: float = 0.6
+    # and the microphone was this far above the echo estimate (on the echo rig no block of
+    # the echo alone came within 0.8 dB of it, the user's speech was ~30 dB above the median),
+    echo_margin_db: float = 12.0
     # or the canceller took this much out of the echo alone lately (it is working)
     canceller_working_db: float = 15.0
     guard_only_s: float = 2.0  # after a backchannel, only the guard may pause the reply
@@ -266,8 +272,8 @@ class HandsFreeListener:
         return None
 
     def _echo_guard(self, mic_power: float) -> bool:
-        """Is this block louder than the app's own echo could be? The echo is at most the
-        room's coupling times the loudest reference that could echo in it: a high quantile of
+        """Is this block louder than the app's own echo could be? The echo is about the
+        room's coupling times the loudest reference that could echo in it: the median of
         microphone / reference power over blocks where the VAD heard no voice (the echo alone:
         whether the canceller removed it or not), learnt across replies. Until
         the room is known, no (a barge-in by voice needs it); with nothing played, yes."""
