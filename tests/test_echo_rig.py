@@ -21,11 +21,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 @pytest.mark.required("livekit", platforms=("linux",))
-# A known miss, not yet fixed: on a loaded 2-core VM the canceller sometimes loses the room after
-# output underruns and the app's own voice starts a turn (0-1 of 6 replies, docs/hands-free.md).
-# Not strict: the same rig passes on other runs, and the figures print either way.
-@pytest.mark.xfail(strict=False, reason="own-voice turn starts after AEC3 loses the room "
-                   "(0-1 of 6 on a loaded 2-core VM); issue 32")
 def test_conversation_through_the_room_never_answers_itself(tmp_path):
     pytest.importorskip("livekit.rtc", reason='pip install "s2s-desktop[hands-free]"')
     tool = missing("pulseaudio", "pactl", "paplay", "parec", "espeak-ng")

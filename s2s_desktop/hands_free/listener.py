@@ -54,6 +54,9 @@ ECHO_FLOOR = 1e-4
 LOSS_HISTORY = 16  # echo-alone blocks (~1 s) the canceller's health is judged on
 COUPLING_HISTORY = 256  # blocks (~16 s of 64 ms blocks, across replies) the room is learnt on
 COUPLING_MIN = 8  # blocks needed before the room is known (until then no barge-in by voice)
+# a pause silences the echo this soon (output buffer, room, a microphone block): speech that
+# stops sooner stopped with the reply
+ECHO_STOPS_MS = 200
 NO_REFERENCE_S = 1.5  # replying with nothing played this long: the reference is missing
 # the room's coupling is the median microphone / reference power of echo-alone blocks: the
 # median, as some of the user's softer speech gets in (the VAD missed it in double talk)
@@ -101,12 +104,13 @@ class TurnTaking:
     echo_margin_db: float = 12.0
     # or the canceller took this much out of the echo alone lately (it is working)
     canceller_working_db: float = 15.0
-    guard_only_s: float = 2.0  # after a backchannel, only the guard may pause the reply
+    guard_only_s: float = 2.0  # after a pause by the echo, only the guard may pause the reply
     # then, with the reply paused: this much speech is a barge-in (espeak's "Mm-hm." is 770 ms
     # of voice, "Stop, what is the capital" reaches it 1.1 s after its onset)...
     commit_ms: int = 960
-    # ...and this much silence before that ends a backchannel: the reply resumes
-    resume_after_ms: int = 320
+    # ...and this much silence before that ends a backchannel: the reply resumes (on the rig
+    # "Stop," left 320 ms of silence on the cleaned signal before "what is the capital")
+    resume_after_ms: int = 480
     echo_tail_s: float = 0.5  # after the app's last sound, its echo may still arrive
     max_turn_s: float = 60.0
     timeout_s: float = 120.0
@@ -160,6 +164,7 @@ class HandsFreeListener:
         self._paused = False  # the reply is held: is it a barge-in or a backchannel?
         self._pause_from = 0  # sample where the speech that paused it began
         self._pause_speech = 0  # speech windows since then
+        self._speech_while_paused = 0  # of which after the reply was paused
 
     @property
     def in_turn(self) -> bool:
@@ -241,6 +246,7 @@ class HandsFreeListener:
                     and self._run_peak >= tune.barge_in_threshold):
                 self._paused, self._pause_from = True, self._done - self._run * WINDOW
                 self._pause_speech, self._silence, self._run = self._run, 0, 0
+                self._speech_while_paused = 0
                 return self._event(HandsFreeEventKind.REPLY_PAUSED, now)
             if self._run >= needed and not speaking:
                 return self._open(now, barge_in=False, speech_from=self._done - self._run * WINDOW)
@@ -304,6 +310,7 @@ class HandsFreeListener:
         tune = self.tuning
         if p >= tune.threshold:
             self._pause_speech, self._silence = self._pause_speech + 1, 0
+            self._speech_while_paused += 1
         else:
             self._silence += 1
         if self._pause_speech >= tune.windows(tune.commit_ms):
@@ -320,8 +327,10 @@ class HandsFreeListener:
                   self._pause_speech * WINDOW_S * 1000, text[-40:])
         self._paused, self._silence = False, 0
         self._last_activity = now
-        # it may have been the app's own echo, leaking: for a while only the guard may pause it
-        self._guard_only_until = now + tune.guard_only_s
+        if self._speech_while_paused < tune.windows(ECHO_STOPS_MS):
+            # it stopped with the reply: the app's own echo, leaking through the canceller.
+            # For a while only the guard may pause it
+            self._guard_only_until = now + tune.guard_only_s
         return self._event(HandsFreeEventKind.REPLY_RESUMED, now)
 
     def _commit(self, now: float) -> HandsFreeEvent:
