@@ -26,7 +26,6 @@ probability per 32 ms window, on the cleaned signal:
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from ..audio_format import SAMPLE_RATE
 from ..engines.turn.smart_turn import FINISHED
 from ..engines.turn.unfinished_text import ends_unfinished, is_backchannel
 from ..engines.vad.silero_onnx import WINDOW
+from .echo_guard import EchoGuard
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +47,10 @@ WINDOW_S = WINDOW / SAMPLE_RATE  # 32 ms
 # hands-free peers use (HF speech-to-speech), measured against in scripts/echo_rig.py
 SILENCE_ONLY_MS = 1000
 REANCHOR_S = 0.1  # a block this far from where the last one ended: the clock follows it
-# reference louder than this (mean square of its loudest 10 ms, -50 dBFS) can echo audibly
-REFERENCE_FLOOR = 1e-5
-# mean square below this (-40 dBFS) is a pause in the echo, not echo to judge the canceller by
-ECHO_FLOOR = 1e-4
-LOSS_HISTORY = 16  # echo-alone blocks (~1 s) the canceller's health is judged on
-COUPLING_HISTORY = 256  # blocks (~16 s of 64 ms blocks, across replies) the room is learnt on
-COUPLING_MIN = 8  # blocks needed before the room is known (until then no barge-in by voice)
 # a pause silences the echo this soon (output buffer, room, a microphone block): speech that
 # stops sooner stopped with the reply
 ECHO_STOPS_MS = 200
 NO_REFERENCE_S = 1.5  # replying with nothing played this long: the reference is missing
-# the room's coupling is the median microphone / reference power of echo-alone blocks: the
-# median, as some of the user's softer speech gets in (the VAD missed it in double talk)
-COUPLING_QUANTILE = 0.5
 
 
 class HandsFreeEventKind(StrEnum):
@@ -154,12 +144,8 @@ class HandsFreeListener:
         self._last_speech_end = 0
         self._last_activity: float | None = None
         self._timed_out = False
-        self._louder_than_echo = True  # the last block passed the echo guard
-        # how much the canceller took out of recent blocks that were the echo alone
-        self._losses: collections.deque[float] = collections.deque(maxlen=LOSS_HISTORY)
+        self.guard = EchoGuard(self.tuning.echo_margin_db, self.tuning.canceller_working_db)
         self._guard_only_until = -1.0  # a pause just proved false: trust the guard alone
-        self._ratio: float | None = None  # the last block's microphone / reference power
-        self._couplings: collections.deque[float] = collections.deque(maxlen=COUPLING_HISTORY)
         self._run_peak = 0.0  # the highest VAD probability in the current run
         self._paused = False  # the reply is held: is it a barge-in or a backchannel?
         self._pause_from = 0  # sample where the speech that paused it began
@@ -181,13 +167,9 @@ class HandsFreeListener:
         self._received += len(block)
         cleaned = self.echo.clean(block, captured_at) if self.echo is not None else block
         if self.echo is not None and len(cleaned):
-            raw = self.echo.last_input  # the same stretch of microphone audio
-            raw_energy = float(np.dot(raw, raw)) + 1e-9
-            self._louder_than_echo = self._echo_guard(raw_energy / len(raw))
-            if self._ratio is not None and raw_energy > ECHO_FLOOR * len(raw) and not (
-                    self._louder_than_echo or self._paused):
-                cleaned_energy = float(np.dot(cleaned, cleaned)) + 1e-9
-                self._losses.append(10 * np.log10(raw_energy / cleaned_energy))
+            # the same stretch of microphone audio, and what could echo in it
+            self.guard.judge(self.echo.last_input, cleaned, self.echo.last_reference_power,
+                             learning=not (self._paused or self._in_turn))
         echo_only = True
         self._buf = np.concatenate([self._buf, cleaned])
         if self._in_turn and self.on_speech_audio is not None and cleaned.size:
@@ -199,8 +181,8 @@ class HandsFreeListener:
             event = self._window(float(p))
             if event is not None:
                 events.append(event)
-        if echo_only and self._ratio is not None and not (self._paused or self._in_turn):
-            self._couplings.append(self._ratio)  # no voice in it: the room's echo alone
+        if echo_only and self.echo is not None and not (self._paused or self._in_turn):
+            self.guard.heard_no_voice()
         if not self._in_turn and not self._paused:  # keep what a turn opening now could need
             keep = int((self.tuning.preroll_ms + self.tuning.pause_ms) / 1000 * SAMPLE_RATE)
             keep += 2 * WINDOW
@@ -234,12 +216,12 @@ class HandsFreeListener:
             speaking = self.replying
             if speaking:
                 needed = tune.windows(tune.pause_ms)
-                trusted = self._louder_than_echo or (
-                    self._canceller_working() and now >= self._guard_only_until)
+                trusted = self.guard.louder_than_echo or (
+                    self.guard.canceller_working() and now >= self._guard_only_until)
                 heard = p >= tune.threshold and trusted and not self._reference_missing(now)
             else:
                 needed = tune.windows(tune.start_ms)
-                heard = p >= tune.threshold and self._louder_than_echo
+                heard = p >= tune.threshold and self.guard.louder_than_echo
             self._run = self._run + 1 if heard else 0
             self._run_peak = max(self._run_peak, p) if self._run > 1 else p
             if (self._run >= needed and speaking and self.voice_barge_in
@@ -276,28 +258,6 @@ class HandsFreeListener:
             if probability > FINISHED and not self._words_go_on():
                 return self._close(now, probability)
         return None
-
-    def _echo_guard(self, mic_power: float) -> bool:
-        """Is this block louder than the app's own echo could be? The echo is about the
-        room's coupling times the loudest reference that could echo in it: the median of
-        microphone / reference power over blocks where the VAD heard no voice (the echo alone:
-        whether the canceller removed it or not), learnt across replies. Until
-        the room is known, no (a barge-in by voice needs it); with nothing played, yes."""
-        ref = self.echo.last_reference_power if self.echo is not None else 0.0
-        self._ratio = mic_power / ref if ref > REFERENCE_FLOOR else None
-        if self._ratio is None:
-            return True
-        if len(self._couplings) < COUPLING_MIN:
-            return False
-        coupling = float(np.quantile(self._couplings, COUPLING_QUANTILE))
-        return mic_power >= coupling * ref * 10 ** (self.tuning.echo_margin_db / 10)
-
-    def _canceller_working(self) -> bool:
-        """The canceller took `canceller_working_db` or more out of the echo lately: a voice
-        quieter than the echo (the guard's refusal) that it leaves standing is the user's."""
-        losses = self._losses
-        return len(losses) >= LOSS_HISTORY // 3 and float(
-            np.median(losses)) >= self.tuning.canceller_working_db
 
     def _reference_missing(self, now: float) -> bool:
         """Replying, but nothing it played reached the canceller lately: the reply plays
