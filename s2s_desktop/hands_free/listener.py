@@ -26,6 +26,7 @@ probability per 32 ms window, on the cleaned signal:
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -151,6 +152,7 @@ class HandsFreeListener:
         self._pause_from = 0  # sample where the speech that paused it began
         self._pause_speech = 0  # speech windows since then
         self._speech_while_paused = 0  # of which after the reply was paused
+        self._raw_vad = None  # the VAD on the raw microphone while a reply plays
 
     @property
     def in_turn(self) -> bool:
@@ -171,6 +173,7 @@ class HandsFreeListener:
             self.guard.judge(self.echo.last_input, cleaned, self.echo.last_reference_power,
                              learning=not (self._paused or self._in_turn))
         echo_only = True
+        raw_p = self._raw_voice(cleaned)
         self._buf = np.concatenate([self._buf, cleaned])
         if self._in_turn and self.on_speech_audio is not None and cleaned.size:
             self.on_speech_audio(cleaned)
@@ -178,7 +181,7 @@ class HandsFreeListener:
         for p in self.vad.push(cleaned):
             self._done += WINDOW
             echo_only = echo_only and p < self.tuning.threshold
-            event = self._window(float(p))
+            event = self._window(max(float(p), raw_p))
             if event is not None:
                 events.append(event)
         if echo_only and self.echo is not None and not (self._paused or self._in_turn):
@@ -190,6 +193,23 @@ class HandsFreeListener:
             if drop > 0:
                 self._buf, self._buf_start = self._buf[drop:], self._buf_start + drop
         return events
+
+    def _raw_voice(self, cleaned: np.ndarray) -> float:
+        """While a reply plays and waits to be paused: the VAD on the raw microphone, where the
+        block is well above the echo (the user's voice then is most of it). In double talk
+        the canceller's suppression takes much of the user's first word out of the cleaned
+        signal (on the echo rig "Stop," often stayed under 0.5 there); this hears it. 0 else."""
+        reset = getattr(self.vad, "reset", None)
+        if not (self.replying and self.echo is not None and reset is not None) or self._paused:
+            self._raw_vad = None
+            return 0.0
+        if self._raw_vad is None:
+            self._raw_vad = copy.copy(self.vad)  # the same model, its own state
+            self._raw_vad.reset()
+        probs = self._raw_vad.push(self.echo.last_input[: len(cleaned)])
+        if not self.guard.louder_than_echo or not len(probs):
+            return 0.0
+        return float(np.max(probs))
 
     def _time(self, sample: int) -> float:
         return (self._t0 or 0.0) + sample / SAMPLE_RATE
