@@ -3,11 +3,13 @@
 Each block passes the echo canceller (what the app plays is taken out), then silero VAD, one
 probability per 32 ms window, on the cleaned signal:
 - waiting, speech for `start_ms` opens a turn (with `preroll_ms` of audio from before it);
-- while the app speaks a reply, speech for `pause_ms`
-  (one window of it confident: `barge_in_threshold`) and louder than the app's own echo could be
-  (the echo guard: the microphone over `echo_margin_db` above the loudest reference of the
-  last 0.5 s times the room's coupling, learnt from the replies; or, for a voice quieter than
-  that, the canceller is working: `canceller_working_db`) PAUSES the reply
+- while the app speaks a reply, speech for `pause_ms` (one window of it confident:
+  `barge_in_threshold`; where the block is well above the echo, the raw microphone's VAD
+  counts too: the canceller's double-talk suppression hides the first word) and louder
+  than the app's own echo could be (the echo guard, echo_guard.py: the microphone over
+  `echo_margin_db` above the loudest reference of the last 0.5 s times the room's coupling,
+  learnt from the replies; or, for a voice quieter than that, the canceller is working:
+  `canceller_working_db`) PAUSES the reply
   (REPLY_PAUSED: the session holds the speaker). Then it listens with the reply silent: speech
   that goes on to `commit_ms` is a barge-in (BARGE_IN: the turn starts from the speech's
   onset; the reply is dropped); speech that stops before that is a backchannel ("yeah",
