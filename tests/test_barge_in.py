@@ -125,6 +125,7 @@ def test_stop_over_the_reply_pauses_it_then_takes_the_turn(speech, vad, turn_mod
     paused, barged, ended = events
     onset = T0 + 2.0 + np.flatnonzero(np.abs(question) > 0.02)[0] / RATE
     assert onset < paused.at < barged.at  # held at the voice's onset, dropped once it is a turn
+    assert paused.at - onset < 0.35  # on "Stop," (audio time), not on the words after it
     assert not room.loud_after(paused.at - T0 + 0.07)  # silent from the pause (one block on)
     assert room.pos < len(reply)  # the rest of the reply was never played
     assert len(ended.audio) >= len(question) - 3200  # the turn holds the whole question
