@@ -7,8 +7,10 @@ make the room: `spk.monitor → micsrc`, delayed (--room-delay-ms, default 80) a
 (--room-volume, default 40 %), so the app hears its own replies; `user.monitor → micsrc`, so it
 hears the questions. espeak-ng says the questions (en-us) and the replies (en-gb, several
 sentences each). Per question: the user speaks, the listener must end the turn, the app
-replies through `spk`; its own voice must start no turn. Then barge-in: "Stop, what is the
-capital of Italy?" over a long reply must stop it; a cough-like noise burst must not.
+replies through `spk`; its own voice must start no turn (and should pause none). Then
+barge-in: "Stop, what is the capital of Italy?" over a long reply must stop it; a cough-like
+noise burst, and the backchannels "Yeah.", "Mm-hm." and "Okay.", must not (they may pause it
+for a moment: the pause and its length are reported).
 
 Figures (JSON with --json, a summary on stdout): echo return loss enhancement per reply (dB,
 median), the residual's VAD windows over threshold (cleaned vs raw microphone), turns started
@@ -61,6 +63,7 @@ REPLY = (
 )
 LONG_REPLY = " ".join([REPLY] * 3)
 BARGE_IN = "Stop, what is the capital of Italy?"
+BACKCHANNELS = ["Yeah.", "Mm-hm.", "Okay."]
 LOUD = 0.01
 
 
@@ -116,6 +119,10 @@ class RecordingEcho:
     @property
     def last_input(self):
         return self.inner.last_input
+
+    @property
+    def last_reference_power(self):
+        return self.inner.last_reference_power
 
     def playing_recently(self, now, within_s=0.3):
         return self.inner.playing_recently(now, within_s)
@@ -208,6 +215,7 @@ def run(args, env: dict) -> dict:
 
     mic = StreamingMicrophone(keep_open=True)
     session = HandsFreeSession(listener, mic, on_event)
+    session.player = speaker  # as the app's session: a voice over the reply pauses it
     session.start()
     result: dict = {"room_delay_ms": args.room_delay_ms, "room_volume_pct": args.room_volume}
     user_rec = spk_rec = None
@@ -227,7 +235,7 @@ def run(args, env: dict) -> dict:
         echo.shadow = HandsFreeListener(SileroStream(vad), None, None,
                                         TurnTaking(use_turn_model=False))
         latencies, silence_only, own_voice, answered, erles = [], [], 0, 0, []
-        reply_spans, own_voice_at = [], []
+        reply_spans, own_voice_at, own_pauses = [], [], 0
         for i, q in enumerate(questions):
             while not events.empty():
                 events.get()
@@ -257,6 +265,8 @@ def run(args, env: dict) -> dict:
             started = [e for e in log if start <= e.at <= end + 1.0
                        and e.kind in (Kind.SPEECH_STARTED, Kind.BARGE_IN)]
             own_voice += len(started)
+            own_pauses += sum(1 for e in log if start <= e.at <= end + 1.0
+                              and e.kind is Kind.REPLY_PAUSED)
             own_voice_at += [round(e.at - start, 2) for e in started]
             raw, clean = echo.span(start + 0.3, end)
             erles.append(erle_db(raw, clean))
@@ -264,6 +274,7 @@ def run(args, env: dict) -> dict:
             "questions": len(questions), "turns_ended": answered,
             "turns_started_by_own_voice": own_voice,
             "own_voice_starts_s_into_reply": own_voice_at,
+            "replies_paused_by_own_voice": own_pauses,
             "erle_db_per_reply": [round(e, 1) for e in erles],
             "erle_db_median": round(statistics.median(erles), 1) if erles else None,
             "end_of_turn_s_median": pct(latencies, 50), "end_of_turn_s_p90": pct(latencies, 90),
@@ -278,7 +289,7 @@ def run(args, env: dict) -> dict:
             float(np.mean(vad.probabilities(clean) >= 0.5)) * 100, 1)
         echo.shadow = None
         result.update(barge_in(env, session, speaker, events, log, user_rec, spk_rec,
-                               replies[1], rate, Kind))
+                               replies[1], rate, Kind, args.barge_ins))
     finally:
         session.stop()
         speaker.close()
@@ -286,53 +297,89 @@ def run(args, env: dict) -> dict:
             if recorder is not None:
                 recorder.stop()
     result["mic_closed_after"] = not mic.is_open
+    result["speaker_underruns"] = speaker.underruns
+    result["load_average_1min_at_end"] = round(os.getloadavg()[0], 1)
     result["listener_max_behind_s"] = round(session.max_behind_s, 3)
     return result
 
 
-def barge_in(env, session, speaker, events, log, user_rec, spk_rec, reply, rate, Kind) -> dict:
+def barge_in(env, session, speaker, events, log, user_rec, spk_rec, reply, rate, Kind,
+             trials) -> dict:
     out = {}
-    # a cough-like noise burst over the reply: must not stop it
+    # a cough-like noise burst, then backchannels, over a reply: none may stop it
     rng = np.random.default_rng(3)
     burst = (rng.standard_normal(2880) * 0.3 * np.hanning(2880)).astype(np.float32)
-    session.set_replying(True)
-    start = time.monotonic()
-    speaker.play(reply[: rate * 4], rate, turn=100)
-    time.sleep(1.5)
-    play_user(env, np.concatenate([burst, np.zeros(1600, np.float32)]))
-    speaker.drain(100, threading.Event())
-    session.set_replying(False)
-    out["cough_stopped_reply"] = any(
-        e.kind is Kind.BARGE_IN for e in log if e.at >= start)
-    time.sleep(1.0)
-    # "Stop, what is the capital of Italy?" over a long reply
+    sounds = [("cough", burst)] + [(w, espeak(w, "en-us", 16000)) for w in BACKCHANNELS]
+    out["backchannels"] = {}
+    for k, (name, sound) in enumerate(sounds):
+        session.set_replying(True)
+        start = time.monotonic()
+        speaker.play(reply[: rate * 5], rate, turn=100 + k)
+        time.sleep(1.5)
+        said_at = time.monotonic()
+        play_user(env, np.concatenate([sound, np.zeros(1600, np.float32)]))
+        speaker.drain(100 + k, threading.Event())
+        session.set_replying(False)
+        seen = [e for e in log if e.at >= start]
+        paused = [e.at for e in seen if e.kind is Kind.REPLY_PAUSED]
+        resumed = [e.at for e in seen if e.kind is Kind.REPLY_RESUMED]
+        out["backchannels"][name] = {
+            "stopped_reply": any(e.kind is Kind.BARGE_IN for e in seen),
+            "paused": len(paused),
+            "paused_s": round(resumed[0] - paused[0], 2) if paused and resumed else None,
+            # before 0: the app's own voice paused it (the sound is played at 0)
+            "paused_at_s": [round(t - said_at, 2) for t in paused],
+        }
+        time.sleep(1.0)
+    out["cough_stopped_reply"] = out["backchannels"]["cough"]["stopped_reply"]
+    # "Stop, what is the capital of Italy?" over a long reply, `trials` times
     stop_q = espeak(BARGE_IN, "en-us", 16000)
+    tries = [stop_trial(env, session, speaker, events, log, user_rec, spk_rec, reply, rate,
+                        Kind, stop_q, 101 + k) for k in range(trials)]
+    out["barge_in_stopped_reply"] = all(t["stopped"] for t in tries)
+    # a barge-in before the user spoke was the app's own voice
+    out["barge_in_before_user_spoke"] = any(t["before_user_spoke"] for t in tries)
+    out["barge_in_question_turn_ended"] = all(t["turn_ended"] for t in tries)
+    for key in ("stop_s", "heard_s", "paused_s", "decided_s"):
+        values = [t[key] for t in tries if t.get(key) is not None]
+        out[f"barge_in_{key}_after_speech_start"] = values
+    return out
+
+
+def stop_trial(env, session, speaker, events, log, user_rec, spk_rec, reply, rate, Kind, stop_q,
+               turn) -> dict:
+    """One spoken barge-in: when the reply went silent on the speaker recording (stop_s), the
+    audio time the listener heard enough to pause it (heard_s) and when it decided that
+    (paused_s: the listener may run behind on a loaded machine), and the barge-in (decided_s),
+    all after the first sound of the user's speech."""
     while not events.empty():
         events.get()
     session.set_replying(True)
-    start = time.monotonic()
-    speaker.play(reply, rate, turn=101)
+    speaker.play(reply, rate, turn=turn)
     time.sleep(2.5)
     said_at = time.monotonic()
     user = threading.Thread(target=play_user, args=(env, stop_q), daemon=True)
     user.start()
     barged = wait_for(events, {Kind.BARGE_IN}, 5.0)
+    paused = [e for e in log if e.at >= said_at and e.kind is Kind.REPLY_PAUSED]
     session.set_replying(False)
     ended = wait_for(events, {Kind.TURN_ENDED}, 8.0)
     user.join(10.0)
     time.sleep(0.5)
     onset = first_loud(user_rec, said_at, time.monotonic())
-    out["barge_in_stopped_reply"] = barged is not None
-    # a barge-in before the user spoke was the app's own voice
-    out["barge_in_before_user_spoke"] = bool(barged and onset and barged.at < onset)
-    out["barge_in_question_turn_ended"] = ended is not None
+    out = {"stopped": barged is not None, "turn_ended": ended is not None,
+           "before_user_spoke": bool(barged and onset and barged.at < onset)}
     if barged is not None and onset is not None:
         times, pcm = spk_rec.samples(onset, time.monotonic())
         loud = np.flatnonzero(np.abs(pcm) > LOUD)
         silent_from = float(times[loud[-1]]) if loud.size else onset
-        out["barge_in_stop_s_after_speech_start"] = round(silent_from - onset, 3)
-        out["barge_in_decided_s_after_speech_start"] = round(barged.decided_at - onset, 3)
+        out["stop_s"] = round(silent_from - onset, 3)
+        out["decided_s"] = round(barged.decided_at - onset, 3)
+        if paused:
+            out["heard_s"] = round(paused[0].at - onset, 3)
+            out["paused_s"] = round(paused[0].decided_at - onset, 3)
     speaker.flush()
+    time.sleep(1.0)
     return out
 
 
@@ -342,6 +389,7 @@ def main() -> int:
     ap.add_argument("--room-delay-ms", type=int, default=80)
     ap.add_argument("--room-volume", type=int, default=40, help="echo level, %% of the reply")
     ap.add_argument("--idle-s", type=float, default=20.0)
+    ap.add_argument("--barge-ins", type=int, default=1, help="spoken barge-ins to time")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args()
     tool = missing("pulseaudio", "pactl", "paplay", "parec", "espeak-ng")

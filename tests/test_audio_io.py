@@ -310,6 +310,39 @@ def test_flush_silences_the_next_block_at_once():
     assert np.all(stream.pull(441) == 0.0) and sink.queued_seconds() == 0.0
 
 
+def test_a_paused_reply_is_silent_and_resumes_where_it_stopped():
+    """Hands-free hears a voice over the reply: it goes quiet at once, and after a "yeah"
+    goes on with the next word, not from the start and without losing any."""
+    sd = FakeSD()
+    sink = SpeakerSink(sd=sd)
+    sink.play(np.linspace(0.1, 0.9, 22050, dtype=np.float32), 22050, turn=4)
+    stream = sd.streams[-1]
+    before = stream.pull(441)
+    sink.pause()
+    assert sink.paused and np.all(stream.pull(2205) == 0.0)
+    sink.resume()
+    after = stream.pull(22050)
+    heard = np.concatenate([before, after])
+    assert np.count_nonzero(heard) == 22050  # nothing dropped while it waited
+    assert after[200] > before[-1]  # it went on from where it stopped (after a short fade in)
+    assert not sink.paused
+
+
+def test_a_pause_ends_with_a_flush_or_by_itself():
+    sd = FakeSD()
+    sink = SpeakerSink(sd=sd)
+    sink.play(tone(2.0), 22050, turn=5)
+    stream = sd.streams[-1]
+    sink.pause()
+    sink.flush()  # a barge-in drops the reply: the next one is not held
+    sink.play(tone(0.5), 22050, turn=6)
+    assert np.all(stream.pull(441) == 0.5)
+    sink.pause(max_s=0.05)  # nobody resumed it (a lost event): it does not stay mute
+    assert np.all(stream.pull(441) == 0.0)
+    time.sleep(0.1)
+    assert np.count_nonzero(stream.pull(441)) > 400
+
+
 def test_drain_waits_until_the_turn_was_played_or_stopped():
     sd = FakeSD()
     sink = SpeakerSink(sd=sd)

@@ -63,6 +63,24 @@ def test_timeline_resamples_the_device_rate():
     assert 0.6 < np.sqrt(np.mean(middle**2)) / np.sqrt(0.5) < 1.1  # a 440 Hz sine of amplitude 1
 
 
+def test_timeline_follows_a_gap_in_the_output_not_one_late_callback():
+    """An output underrun delays the rest of the reply by 30 ms (every later block's play time
+    says so): the reference moves with it. One callback reporting a late time and the next
+    back on time is jitter: nothing moves."""
+    timeline = ReferenceTimeline(origin=T0)
+    late = {5: 0.01}  # one block's time 10 ms off, then back
+    for k in range(20):
+        shift = 0.03 if k >= 10 else late.get(k, 0.0)
+        timeline.add(np.full(320, k + 1, np.float32), 16000, T0 + k * 0.02 + shift)
+
+    def played_at(t):
+        return timeline.read(timeline.index(t) + 100, 1)[0]
+
+    assert played_at(T0 + 7 * 0.02) == 8  # after the jitter, where it was
+    assert played_at(T0 + 12 * 0.02 + 0.03) == 13  # after the gap, 30 ms later
+    assert played_at(T0 + 19 * 0.02 + 0.03) == 20
+
+
 @pytest.fixture
 def canceller():
     pytest.importorskip("livekit.rtc", reason='pip install "s2s-desktop[hands-free]"')

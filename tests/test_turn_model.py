@@ -8,7 +8,7 @@ import pytest
 
 from s2s_desktop.engines.turn import smart_turn
 from s2s_desktop.engines.turn.smart_turn import SmartTurn, last_window
-from s2s_desktop.engines.turn.unfinished_text import ends_unfinished
+from s2s_desktop.engines.turn.unfinished_text import ends_unfinished, is_backchannel
 from s2s_desktop.engines.turn.whisper_features import log_mel
 from s2s_desktop.errors import ModelLoadError, ModelNotFound
 from tests.helpers.clips import read_wav, silence
@@ -57,6 +57,16 @@ def test_finished_question_scores_as_finished(speech, turn_model):
 ])
 def test_words_that_cannot_end_a_sentence(text, unfinished):
     assert ends_unfinished(text) is unfinished
+
+
+@pytest.mark.parametrize("text, backchannel", [
+    ("Yeah.", True), (" Mm-hmm.", True), ("Mhm", True), ("Uh-huh.", True), ("Okay.", True),
+    ("", True),  # a cough, or a hum Whisper writes nothing for
+    ("Stop.", False), ("Wait", False), ("No.", False), ("Yeah, but what about Italy?", False),
+])
+def test_words_that_only_say_i_am_listening(text, backchannel):
+    """Said over a reply, these let it go on; anything more is a barge-in."""
+    assert is_backchannel(text) is backchannel
 
 
 def test_missing_model_says_what_to_do(tmp_path, monkeypatch):

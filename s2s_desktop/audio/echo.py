@@ -28,6 +28,10 @@ FRAME = RATE // 100  # WebRTC processes 10 ms frames
 # against silence (on the echo rig a 2 s ring lost whole replies that way)
 HISTORY_S = 10.0
 RESTART_GAP_S = 0.05  # a reference block this far off the running timeline starts it anew
+DRIFT_S = 0.006  # two blocks in a row this far off where the stream was placed: a gap
+# the echo in a microphone block may come from this far before it (room + a reference that
+# slipped after an underrun: 20-120 ms measured on the echo rig) or, misaligned, after it
+ECHO_BACK_S, ECHO_AHEAD_S = 0.5, 0.1
 
 
 class EchoCancellerUnavailable(S2SError):
@@ -66,6 +70,8 @@ class ReferenceTimeline:
         self._stamp = np.full(self.size, -1, np.int64)  # absolute index each slot holds
         self._next: int | None = None  # where the running stream's next sample goes
         self._expected_at: float | None = None  # when the running stream's next block plays
+        self._placed_at = 0.0  # when the next block plays by where the stream was placed
+        self._drift = 0.0  # how far the last block's own time was from that
         self._rate = 0
         self._resampler = None
         self._lock = threading.Lock()
@@ -86,11 +92,15 @@ class ReferenceTimeline:
             self._expected_at = played_at + len(pcm) / rate
             if off_track or rate != self._rate:  # a new stream: resample it afresh
                 self._next, self._rate = self.index(played_at), rate
+                self._placed_at, self._drift = played_at, 0.0
                 self._resampler = None
                 if rate != RATE:
                     import soxr
 
                     self._resampler = soxr.ResampleStream(rate, RATE, 1, dtype="float32")
+            else:
+                self._follow_gap(played_at)
+            self._placed_at += len(pcm) / rate
             if self._resampler is not None:
                 pcm = self._resampler.resample_chunk(pcm)
             pos = self._next + np.arange(len(pcm))
@@ -99,6 +109,18 @@ class ReferenceTimeline:
             self._next += len(pcm)
             if np.any(pcm):
                 self.last_played_index = self._next
+
+    def _follow_gap(self, played_at: float) -> None:
+        """A block that plays later (or sooner) than the stream so far, and the next one
+        agreeing: the output had a gap (an underrun that dropped or delayed audio), so the
+        reference moves by as much. One block off and the next back is the callback's jitter.
+        Left alone, such gaps add up: on the echo rig the echo drifted 20-120 ms behind the
+        reference within a reply, and the canceller lost the room each time."""
+        drift = played_at - self._placed_at
+        if abs(drift) >= DRIFT_S and abs(drift - self._drift) < DRIFT_S / 2:
+            self._next += int(round(drift * RATE))
+            self._placed_at, drift = played_at, 0.0
+        self._drift = drift
 
     def read(self, start: int, n: int = FRAME) -> np.ndarray:
         if self.last_played_index < 0 or start - self.last_played_index > self.size:
@@ -121,6 +143,8 @@ class EchoCanceller:
         self._pending = np.zeros(0, np.float32)
         self._pending_index: int | None = None  # timeline index of _pending[0]
         self.last_input = np.zeros(0, np.float32)  # the microphone audio of clean()'s output
+        # the loudest 10 ms of what was played that could echo in clean()'s output (mean square)
+        self.last_reference_power = 0.0
 
     def reference(self, pcm: np.ndarray, rate: int, played_at: float) -> None:
         """Audio the app handed to the output device, starting at `played_at`."""
@@ -143,9 +167,15 @@ class EchoCanceller:
             index = self._pending_index + i * FRAME
             out[i * FRAME : (i + 1) * FRAME] = self._process(frame, self.timeline.read(index))
         self.last_input = self._pending[: n_frames * FRAME]
+        self.last_reference_power = self._reference_power(self._pending_index, n_frames * FRAME)
         self._pending = self._pending[n_frames * FRAME :]
         self._pending_index += n_frames * FRAME
         return out
+
+    def _reference_power(self, start: int, n: int) -> float:
+        back, ahead = int(ECHO_BACK_S * RATE), int(ECHO_AHEAD_S * RATE)
+        ref = self.timeline.read(start - back, (back + n + ahead) // FRAME * FRAME)
+        return float(np.max(np.mean(np.square(ref.reshape(-1, FRAME)), axis=1))) if ref.size else 0.0
 
     def _process(self, mic: np.ndarray, far: np.ndarray) -> np.ndarray:
         rtc = self._rtc

@@ -30,6 +30,9 @@ BLOCK_MS = 20
 UNSTEADY_UNDERRUNS = 5
 UNSTEADY_WINDOW_S = 1.0
 MAX_BLOCK_MS = 80
+# a pause nobody resumes or flushes (a lost event) ends by itself: the reply is never muted
+MAX_PAUSE_S = 3.0
+FADE_S = 0.005  # pause and resume ramp the voice over this long: no click
 
 
 class SpeakerSink(AudioSink):
@@ -59,6 +62,8 @@ class SpeakerSink(AudioSink):
         self.underruns = 0  # callbacks too late to keep the device fed
         self._recent_underruns: collections.deque[float] = collections.deque()  # while playing
         self._opening = threading.Lock()  # the player and the earcons may both (re)open it
+        self._paused_until: float | None = None  # paused (hands-free heard a voice) until then
+        self._fade_in = False  # the first block after a pause starts with a ramp
 
     # ------------------------------------------------------------------ stream
     def open(self, sample_rate: int) -> None:
@@ -127,6 +132,11 @@ class SpeakerSink(AudioSink):
                 self.underruns += 1
                 if self._queue:  # a gap in the assistant's voice, not in silence
                     self._recent_underruns.append(now)
+            if self._paused_until is not None and now < self._paused_until:
+                out[:] = 0.0  # held: the queue waits where it was
+                return
+            if self._paused_until is not None:
+                self._paused_until, self._fade_in = None, True
             while filled < frames and self._queue:
                 item = self._queue[0]
                 turn, sentence, pcm, offset = item
@@ -146,6 +156,10 @@ class SpeakerSink(AudioSink):
                     if self._pending.get(turn, 0) <= 0:
                         self._pending.pop(turn, None)
         out[filled:] = 0.0
+        if self._fade_in and filled:
+            self._fade_in = False
+            n = min(filled, int(FADE_S * self.rate))
+            out[:n] *= np.linspace(1.0 / n, 1.0, n, dtype=out.dtype)
 
     def _finished(self) -> None:
         if self._stream is not None:
@@ -214,10 +228,29 @@ class SpeakerSink(AudioSink):
                 pass
 
     def flush(self) -> None:
-        """Silence now: drop the queue; the next callback block is silent."""
+        """Silence now: drop the queue; the next callback block is silent (and a pause ends:
+        there is nothing left to resume)."""
         with self._lock:
             self._queue.clear()
             self._pending.clear()
+            self._paused_until = None
+
+    def pause(self, max_s: float = MAX_PAUSE_S) -> None:
+        """Hold the voice from the next callback block on, keeping the queue (hands-free heard
+        someone start to speak over it); `resume()` goes on where it stopped, `flush()` drops it.
+        The pause ends by itself after `max_s`."""
+        with self._lock:
+            self._paused_until = time.monotonic() + max_s
+
+    def resume(self) -> None:
+        with self._lock:
+            if self._paused_until is not None:
+                self._paused_until = time.monotonic()  # the next callback fades back in
+
+    @property
+    def paused(self) -> bool:
+        with self._lock:
+            return self._paused_until is not None and time.monotonic() < self._paused_until
 
     def close(self) -> None:
         self.flush()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from ..engines.turn.smart_turn import SmartTurn
 from ..engines.vad.silero_onnx import SileroOnnxVAD
 from ..engines.vad.silero_stream import SileroStream
@@ -21,6 +23,7 @@ class SpeakerLinkedSession(HandsFreeSession):
     def __init__(self, listener, microphone, on_event, speaker=None):
         super().__init__(listener, microphone, on_event)
         self.speaker = speaker if isinstance(speaker, EchoReferenceSpeaker) else None
+        self.player = self.speaker  # a voice over the reply pauses it here, at once
 
     def start(self) -> None:
         echo = self.listener.echo
@@ -42,9 +45,13 @@ class SpeakerLinkedSession(HandsFreeSession):
 
 
 class HandsFreeBuilder:
-    def __init__(self, settings: Callable[[], object], speaker, on_notice=None, sd=None):
+    def __init__(self, settings: Callable[[], object], speaker, on_notice=None, sd=None,
+                 transcript: Callable[[np.ndarray], str] | None = None):
         self.settings = settings  # the settings now (they change while the app runs)
         self.speaker = speaker
+        # the words of 16 kHz audio (the app's speech-to-text), or None: a turn's words keep it
+        # open on "of …" and tell "Stop." from "yeah" over a reply (docs/hands-free.md)
+        self.transcript = transcript
         self.on_notice = on_notice
         self.sd = sd
         self._vad: SileroOnnxVAD | None = None
@@ -67,7 +74,8 @@ class HandsFreeBuilder:
             self._turn = turn
         tuning = TurnTaking(timeout_s=settings.listen.hands_free_timeout_s,
                             use_turn_model=settings.listen.turn_model)
-        listener = HandsFreeListener(SileroStream(self._vad), self._turn, echo, tuning)
+        listener = HandsFreeListener(SileroStream(self._vad), self._turn, echo, tuning,
+                                     transcript=self.transcript)
         microphone = StreamingMicrophone(
             settings.audio.input_device, on_notice=self.on_notice, sd=self.sd, keep_open=True
         )

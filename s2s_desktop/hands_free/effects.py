@@ -24,6 +24,7 @@ EVENTS = {
     HandsFreeEventKind.TIMED_OUT: Event.HANDS_FREE_TIMED_OUT,
     HandsFreeEventKind.STOPPED: Event.HANDS_FREE_LOST,
 }
+HELD = (HandsFreeEventKind.REPLY_PAUSED, HandsFreeEventKind.REPLY_RESUMED)
 # on_event -> a session with start() / stop() / set_replying() / listener (HandsFreeSession)
 SessionFactory = Callable[[Callable[[HandsFreeEvent], None]], object]
 
@@ -57,6 +58,8 @@ class HandsFreeEffects:
         if event.kind is HandsFreeEventKind.NOTICE:
             self._hint(event.message)
             return
+        if event.kind in HELD:
+            return  # the session paused or resumed the speaker itself: no state changes
         if event.kind is HandsFreeEventKind.STOPPED:
             self._hands_free_problem = event.message
         self._press = (SOURCE, event.at)  # a barge-in by voice is timed from the speech

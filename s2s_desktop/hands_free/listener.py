@@ -3,12 +3,20 @@
 Each block passes the echo canceller (what the app plays is taken out), then silero VAD, one
 probability per 32 ms window, on the cleaned signal:
 - waiting, speech for `start_ms` opens a turn (with `preroll_ms` of audio from before it);
-- while the app speaks (its reply or an earcon, or its echo's tail), only speech that is
-  confident (`barge_in_threshold`), lasts `barge_in_ms`, and that the canceller left mostly
-  in place (the block lost less than `barge_in_max_loss_db`: the app's own echo loses 15-45
-  dB, a voice in the room little), while the canceller is cancelling at all, opens one, as a
-  barge-in: a cough (a noise burst the VAD scores low) does not (a voiced "yeah" does:
-  docs/hands-free.md);
+- while the app speaks a reply, speech for `pause_ms` (one window of it confident:
+  `barge_in_threshold`; where the block is well above the echo, the raw microphone's VAD
+  counts too: the canceller's double-talk suppression hides the first word) and louder
+  than the app's own echo could be (the echo guard, echo_guard.py: the microphone over
+  `echo_margin_db` above the loudest reference of the last 0.5 s times the room's coupling,
+  learnt from the replies; or, for a voice quieter than that, the canceller is working:
+  `canceller_working_db`) PAUSES the reply
+  (REPLY_PAUSED: the session holds the speaker). Then it listens with the reply silent: speech
+  that goes on to `commit_ms` is a barge-in (BARGE_IN: the turn starts from the speech's
+  onset; the reply is dropped); speech that stops before that is a backchannel ("yeah",
+  "mm-hm", a cough) and the reply resumes (REPLY_RESUMED), unless its words (`transcript`)
+  are more than backchannel words ("Stop."): a barge-in. The app's own echo cannot pass this,
+  whatever the canceller does: it stops when the reply is paused. In an earcon or the
+  reply's echo tail (`echo_tail_s`) a turn opens as when waiting, if the guard lets it;
 - in a turn, once the speaker has been silent for `check_after_ms`, the end-of-turn model
   decides whether they finished or only paused, and the words so far (`transcript`, the live
   transcript where the app has one) can overrule a "finished" that stops on "of" or "the";
@@ -20,7 +28,7 @@ probability per 32 ms window, on the cleaned signal:
 
 from __future__ import annotations
 
-import collections
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -31,8 +39,9 @@ import numpy as np
 
 from ..audio_format import SAMPLE_RATE
 from ..engines.turn.smart_turn import FINISHED
-from ..engines.turn.unfinished_text import ends_unfinished
+from ..engines.turn.unfinished_text import ends_unfinished, is_backchannel
 from ..engines.vad.silero_onnx import WINDOW
+from .echo_guard import EchoGuard
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +50,16 @@ WINDOW_S = WINDOW / SAMPLE_RATE  # 32 ms
 # hands-free peers use (HF speech-to-speech), measured against in scripts/echo_rig.py
 SILENCE_ONLY_MS = 1000
 REANCHOR_S = 0.1  # a block this far from where the last one ended: the clock follows it
-# mean square below this (-40 dBFS) is a pause in the reply, not echo to judge the canceller by
-ECHO_FLOOR = 1e-4
-LOSS_HISTORY = 32  # blocks (~2 s of 64 ms blocks) the canceller's health is judged on
+# a pause silences the echo this soon (output buffer, room, a microphone block): speech that
+# stops sooner stopped with the reply
+ECHO_STOPS_MS = 200
+NO_REFERENCE_S = 1.5  # replying with nothing played this long: the reference is missing
 
 
 class HandsFreeEventKind(StrEnum):
     SPEECH_STARTED = "speech started"
+    REPLY_PAUSED = "reply paused"  # a voice over the reply: hold it while listening on
+    REPLY_RESUMED = "reply resumed"  # it was a backchannel: the reply goes on
     BARGE_IN = "barge-in"  # speech over the app's own voice: stop the reply, a turn began
     TURN_ENDED = "turn ended"  # `audio` is the turn's speech, ready for STT
     TIMED_OUT = "timed out"  # nothing said for timeout_s: the mode ends
@@ -74,16 +86,24 @@ class TurnTaking:
     check_after_ms: int = 160  # silence before the end-of-turn model is asked
     recheck_ms: int = 320  # asked again after this much more silence
     max_pause_ms: int = 1600  # silence that ends a turn whatever the model says
-    barge_in_ms: int = 224  # speech over the reply this long interrupts it (7 windows)
-    barge_in_threshold: float = 0.8  # and this sure: a cough scores lower
-    barge_in_max_loss_db: float = 12.0  # and the canceller took less than this out of it
-    # the canceller re-finds the room when the app starts speaking after a silence: in that
-    # first second its echo can pass as speech, so a barge-in needs twice as long
-    reply_start_s: float = 1.0
-    # while the app speaks, the median loss of the last ~2 s of loud blocks says whether the
-    # canceller is cancelling; below this its output is mostly echo: no barge-in by voice
-    # (the talk key still interrupts) until it recovers
+    # speech over the app's voice this long pauses it (4 windows: the reply is silent ~0.25 s
+    # after the user's first sound), if one window of it is this sure: in double talk the
+    # canceller's suppression left "Stop," at 0.53-0.72 on the echo rig (a cough-like burst
+    # reached 0.74 there: it may pause the reply, which then resumes)
+    pause_ms: int = 128
+    barge_in_threshold: float = 0.6
+    # and the microphone was this far above the echo estimate (on the echo rig no block of
+    # the echo alone came within 0.8 dB of it, the user's speech was ~30 dB above the median),
+    echo_margin_db: float = 12.0
+    # or the canceller took this much out of the echo alone lately (it is working)
     canceller_working_db: float = 15.0
+    guard_only_s: float = 2.0  # after a pause by the echo, only the guard may pause the reply
+    # then, with the reply paused: this much speech is a barge-in (espeak's "Mm-hm." is 770 ms
+    # of voice, "Stop, what is the capital" reaches it 1.1 s after its onset)...
+    commit_ms: int = 960
+    # ...and this much silence before that ends a backchannel: the reply resumes (on the rig
+    # "Stop," left 320 ms of silence on the cleaned signal before "what is the capital")
+    resume_after_ms: int = 480
     echo_tail_s: float = 0.5  # after the app's last sound, its echo may still arrive
     max_turn_s: float = 60.0
     timeout_s: float = 120.0
@@ -130,9 +150,14 @@ class HandsFreeListener:
         self._last_speech_end = 0
         self._last_activity: float | None = None
         self._timed_out = False
-        self._loss_db = 0.0  # how much the canceller took out of the last block
-        self._speaking_since: float | None = None  # the app's sound began (after silence)
-        self._losses: collections.deque[float] = collections.deque(maxlen=LOSS_HISTORY)
+        self.guard = EchoGuard(self.tuning.echo_margin_db, self.tuning.canceller_working_db)
+        self._guard_only_until = -1.0  # a pause just proved false: trust the guard alone
+        self._run_peak = 0.0  # the highest VAD probability in the current run
+        self._paused = False  # the reply is held: is it a barge-in or a backchannel?
+        self._pause_from = 0  # sample where the speech that paused it began
+        self._pause_speech = 0  # speech windows since then
+        self._speech_while_paused = 0  # of which after the reply was paused
+        self._raw_vad = None  # the VAD on the raw microphone while a reply plays
 
     @property
     def in_turn(self) -> bool:
@@ -149,27 +174,47 @@ class HandsFreeListener:
         self._received += len(block)
         cleaned = self.echo.clean(block, captured_at) if self.echo is not None else block
         if self.echo is not None and len(cleaned):
-            raw = self.echo.last_input  # the same stretch of microphone audio
-            raw_energy = float(np.dot(raw, raw)) + 1e-9
-            self._loss_db = 10 * np.log10(raw_energy / (float(np.dot(cleaned, cleaned)) + 1e-9))
-            if self._app_speaking(captured_at) and raw_energy > ECHO_FLOOR * len(raw):
-                self._losses.append(self._loss_db)
+            # the same stretch of microphone audio, and what could echo in it
+            self.guard.judge(self.echo.last_input, cleaned, self.echo.last_reference_power,
+                             learning=not (self._paused or self._in_turn))
+        echo_only = True
+        raw_p = self._raw_voice(cleaned)
         self._buf = np.concatenate([self._buf, cleaned])
         if self._in_turn and self.on_speech_audio is not None and cleaned.size:
             self.on_speech_audio(cleaned)
         events: list[HandsFreeEvent] = []
         for p in self.vad.push(cleaned):
             self._done += WINDOW
-            event = self._window(float(p))
+            echo_only = echo_only and p < self.tuning.threshold
+            event = self._window(max(float(p), raw_p))
             if event is not None:
                 events.append(event)
-        if not self._in_turn:  # keep only what a turn opening now could need
-            keep = int((self.tuning.preroll_ms + 2 * self.tuning.barge_in_ms) / 1000 * SAMPLE_RATE)
+        if echo_only and self.echo is not None and not (self._paused or self._in_turn):
+            self.guard.heard_no_voice()
+        if not self._in_turn and not self._paused:  # keep what a turn opening now could need
+            keep = int((self.tuning.preroll_ms + self.tuning.pause_ms) / 1000 * SAMPLE_RATE)
             keep += 2 * WINDOW
             drop = len(self._buf) - keep
             if drop > 0:
                 self._buf, self._buf_start = self._buf[drop:], self._buf_start + drop
         return events
+
+    def _raw_voice(self, cleaned: np.ndarray) -> float:
+        """While a reply plays and waits to be paused: the VAD on the raw microphone, where the
+        block is well above the echo (the user's voice then is most of it). In double talk
+        the canceller's suppression takes much of the user's first word out of the cleaned
+        signal (on the echo rig "Stop," often stayed under 0.5 there); this hears it. 0 else."""
+        reset = getattr(self.vad, "reset", None)
+        if not (self.replying and self.echo is not None and reset is not None) or self._paused:
+            self._raw_vad = None
+            return 0.0
+        if self._raw_vad is None:
+            self._raw_vad = copy.copy(self.vad)  # the same model, its own state
+            self._raw_vad.reset()
+        probs = self._raw_vad.push(self.echo.last_input[: len(cleaned)])
+        if not self.guard.louder_than_echo or not len(probs):
+            return 0.0
+        return float(np.max(probs))
 
     def _time(self, sample: int) -> float:
         return (self._t0 or 0.0) + sample / SAMPLE_RATE
@@ -186,24 +231,32 @@ class HandsFreeListener:
     def _window(self, p: float) -> HandsFreeEvent | None:
         tune = self.tuning
         now = self._time(self._done)
+        if self._paused:
+            return self._while_paused(p, now)
         if not self._in_turn:
-            speaking = self._app_speaking(now)
-            if speaking:
+            if self._app_speaking(now):
                 self._last_activity = now
-                if self._speaking_since is None:
-                    self._speaking_since = now
-            else:
-                self._speaking_since = None
+            # a reply can be paused while the listener makes sure; an earcon or the reply's
+            # echo tail has nothing to pause: there the guard alone keeps the echo out
+            speaking = self.replying
             if speaking:
-                starting = now - (self._speaking_since or now) < tune.reply_start_s
-                needed = tune.windows(tune.barge_in_ms * (2 if starting else 1))
-                heard = (p >= tune.barge_in_threshold and self._loss_db < tune.barge_in_max_loss_db
-                         and self._canceller_working())
+                needed = tune.windows(tune.pause_ms)
+                trusted = self.guard.louder_than_echo or (
+                    self.guard.canceller_working() and now >= self._guard_only_until)
+                heard = p >= tune.threshold and trusted and not self._reference_missing(now)
             else:
-                needed, heard = tune.windows(tune.start_ms), p >= tune.threshold
+                needed = tune.windows(tune.start_ms)
+                heard = p >= tune.threshold and self.guard.louder_than_echo
             self._run = self._run + 1 if heard else 0
-            if self._run >= needed and (self.voice_barge_in or not speaking):
-                return self._open(now, barge_in=speaking)
+            self._run_peak = max(self._run_peak, p) if self._run > 1 else p
+            if (self._run >= needed and speaking and self.voice_barge_in
+                    and self._run_peak >= tune.barge_in_threshold):
+                self._paused, self._pause_from = True, self._done - self._run * WINDOW
+                self._pause_speech, self._silence, self._run = self._run, 0, 0
+                self._speech_while_paused = 0
+                return self._event(HandsFreeEventKind.REPLY_PAUSED, now)
+            if self._run >= needed and not speaking:
+                return self._open(now, barge_in=False, speech_from=self._done - self._run * WINDOW)
             if not self._timed_out and now - (self._last_activity or now) >= tune.timeout_s:
                 self._timed_out = True
                 return self._event(HandsFreeEventKind.TIMED_OUT, now)
@@ -233,11 +286,47 @@ class HandsFreeListener:
                 return self._close(now, probability)
         return None
 
-    def _canceller_working(self) -> bool:
-        """Too few blocks to judge (the reply's start, or no canceller): yes."""
-        if self.echo is None or len(self._losses) < LOSS_HISTORY // 5:
-            return True
-        return float(np.median(self._losses)) >= self.tuning.canceller_working_db
+    def _reference_missing(self, now: float) -> bool:
+        """Replying, but nothing it played reached the canceller lately: the reply plays
+        where pausing cannot silence it (the output device changed), its echo uncancelled."""
+        return self.replying and self.echo is not None and not self.echo.playing_recently(
+            now, NO_REFERENCE_S)
+
+    def _while_paused(self, p: float, now: float) -> HandsFreeEvent | None:
+        """The reply is held: speech that goes on is a barge-in, a short one a backchannel."""
+        tune = self.tuning
+        if p >= tune.threshold:
+            self._pause_speech, self._silence = self._pause_speech + 1, 0
+            self._speech_while_paused += 1
+        else:
+            self._silence += 1
+        if self._pause_speech >= tune.windows(tune.commit_ms):
+            return self._commit(now)
+        if self._silence < tune.windows(tune.resume_after_ms):
+            return None
+        preroll = int(tune.preroll_ms / 1000 * SAMPLE_RATE)
+        heard = self._audio(self._pause_from - preroll, self._done)
+        text = self.transcript(heard) if self.transcript is not None else ""
+        if not is_backchannel(text):
+            log.debug("barge-in: %r is more than a backchannel", text[-40:])
+            return self._commit(now)
+        log.debug("a backchannel (%d ms of speech, %r): the reply resumes",
+                  self._pause_speech * WINDOW_S * 1000, text[-40:])
+        self._paused, self._silence = False, 0
+        self._last_activity = now
+        if self._speech_while_paused < tune.windows(ECHO_STOPS_MS):
+            # it stopped with the reply: the app's own echo, leaking through the canceller.
+            # For a while only the guard may pause it
+            self._guard_only_until = now + tune.guard_only_s
+        return self._event(HandsFreeEventKind.REPLY_RESUMED, now)
+
+    def _commit(self, now: float) -> HandsFreeEvent:
+        self._paused = False
+        silence = self._silence
+        event = self._open(now, barge_in=True, speech_from=self._pause_from)
+        self._silence = silence  # the pause after the speech counts towards its end
+        self._last_speech_end = self._done - silence * WINDOW
+        return event
 
     def _words_go_on(self) -> bool:
         if self.transcript is None:
@@ -248,9 +337,8 @@ class HandsFreeListener:
             return True
         return False
 
-    def _open(self, now: float, barge_in: bool) -> HandsFreeEvent:
+    def _open(self, now: float, barge_in: bool, speech_from: int) -> HandsFreeEvent:
         tune = self.tuning
-        speech_from = self._done - self._run * WINDOW
         preroll = int(tune.preroll_ms / 1000 * SAMPLE_RATE)
         self._turn_start = max(self._buf_start, speech_from - preroll)
         self._in_turn, self._run = True, 0

@@ -23,10 +23,13 @@ from .listener import HandsFreeEvent, HandsFreeEventKind, HandsFreeListener
 log = logging.getLogger(__name__)
 
 MIC_CHECK_S = 0.5  # no block this long: ask the microphone whether it is still there
-NO_REFERENCE_S = 1.0
+NO_REFERENCE_S = 1.0  # replying this long with nothing heard from the speaker: warn
+# after a barge-in, audio the pipeline hands over before it has stopped the reply waits this
+# long (its flush, which drops it, ends the wait)
+BARGE_IN_HOLD_S = 1.0
 # 64 ms blocks (two VAD windows): an always-open microphone's callbacks cost ~1 % of a core
 # less than with 40 ms here (idle target < 5 %), for at most 64 ms more to a decision
-BLOCK_MS = 64  # replying this long with nothing heard from the speaker: warn
+BLOCK_MS = 64
 
 
 class StreamingMicrophone(Microphone):
@@ -111,6 +114,11 @@ class HandsFreeSession:
         self._replying_since: float | None = None
         self._warned_no_reference = False
         self.max_behind_s = 0.0  # how far the listener fell behind the microphone at worst
+        # holds the reply while the listener decides whether a voice over it is a barge-in:
+        # pause() / resume() (a SpeakerSink); a barge-in's flush, by whoever stops the reply,
+        # ends the pause
+        self.player = None
+        self._holding = False
 
     def start(self) -> None:
         """Open the microphone and listen. Raises AudioDeviceError (with what to do) when the
@@ -131,6 +139,25 @@ class HandsFreeSession:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=2.0)
         self._close_microphone()
+        self._hold_reply(None)
+
+    def _hold_reply(self, kind: HandsFreeEventKind | None) -> None:
+        """Pause the reply the moment a voice is heard over it (the stop the user hears),
+        resume it after a backchannel or when listening ends; a barge-in drops it at once and
+        holds what the pipeline may still hand over until its own flush."""
+        player = self.player
+        if player is None:
+            return
+        if kind is HandsFreeEventKind.REPLY_PAUSED:
+            player.pause()
+            self._holding = True
+        elif kind is HandsFreeEventKind.BARGE_IN:
+            player.flush()
+            player.pause(BARGE_IN_HOLD_S)
+            self._holding = False
+        elif self._holding and kind in (HandsFreeEventKind.REPLY_RESUMED, None):
+            player.resume()
+            self._holding = False
 
     @property
     def running(self) -> bool:
@@ -157,6 +184,7 @@ class HandsFreeSession:
                     continue
                 self.max_behind_s = max(self.max_behind_s, time.monotonic() - captured_at)
                 for event in self.listener.process(block, captured_at):
+                    self._hold_reply(event.kind)
                     self.on_event(event)
                     if event.kind is HandsFreeEventKind.TIMED_OUT:
                         self._end(event)

@@ -1,0 +1,171 @@
+"""Barge-in by voice on real speech (espeak), the real silero VAD, end-of-turn model and echo
+canceller, in a simulated room whose loudspeaker obeys the listener as the app's does: a voice
+over the reply pauses it, "Stop, what is the capital of Italy?" then becomes the next turn
+with the reply dropped, while "yeah", "mm-hm", "okay" and a cough let the reply go on where it
+stopped; the app's own voice, even with a reference that slipped (an output underrun), starts
+no turn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from s2s_desktop.audio import echo as echo_module
+from s2s_desktop.engines.turn.smart_turn import SmartTurn
+from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
+from s2s_desktop.engines.vad.silero_stream import SileroStream
+from s2s_desktop.hands_free.listener import HandsFreeEventKind, HandsFreeListener, TurnTaking
+from tests.conftest import listen
+from tests.helpers.clips import read_wav, silence, white_noise
+
+pytest.importorskip("livekit.rtc", reason='pip install "s2s-desktop[hands-free]"')
+
+T0 = 700.0
+BLOCK = 1024  # 64 ms, as HandsFreeSession opens the microphone
+RATE = 16000
+Kind = HandsFreeEventKind
+REPLY = ("That is a good question. The short answer is that it depends on a few things. Let me "
+         "explain the most important one first, and then we can go into the details.")
+
+
+class VADSettings:
+    threshold, min_speech_ms, min_silence_ms = 0.5, 150, 300
+
+
+@pytest.fixture(scope="module")
+def vad():
+    engine = SileroOnnxVAD(VADSettings())
+    engine.load()
+    return engine
+
+
+@pytest.fixture(scope="module")
+def turn_model():
+    model = SmartTurn()
+    model.load()
+    return model
+
+
+@pytest.fixture(scope="module")
+def reply(speech):
+    return read_wav(speech(REPLY, voice="en-gb"))
+
+
+class Room:
+    """A loudspeaker playing `reply` (paused, resumed and flushed by the listener's events, as
+    HandsFreeSession does to the app's speaker) whose sound reaches the microphone 90 ms later
+    at `gain`, plus what the user says there. `slip_at_s`: from then on the reference the
+    canceller is told about is `slip_ms` early (an underrun the output's timestamps missed)."""
+
+    def __init__(self, reply, user, user_at_s, gain=0.4, slip_at_s=None, slip_ms=40):
+        self.reply, self.pos, self.paused, self.flushed = reply, 0, False, False
+        self.user, self.user_at = user, int(user_at_s * RATE)
+        self.gain, self.delay = gain, int(0.09 * RATE)
+        self.slip_at = None if slip_at_s is None else int(slip_at_s * RATE)
+        self.slip = int(slip_ms / 1000 * RATE)
+        self.played: list[np.ndarray] = []  # what the loudspeaker gave out, block by block
+
+    def on(self, event) -> None:
+        if event.kind is Kind.REPLY_PAUSED:
+            self.paused = True
+        elif event.kind is Kind.REPLY_RESUMED:
+            self.paused = False
+        elif event.kind is Kind.BARGE_IN:
+            self.flushed = True
+
+    def run(self, hf, seconds) -> list:
+        events, heard = [], np.zeros(0, np.float32)
+        for k in range(int(seconds * RATE) // BLOCK):
+            out = np.zeros(BLOCK, np.float32)
+            if not (self.paused or self.flushed) and self.pos < len(self.reply):
+                chunk = self.reply[self.pos : self.pos + BLOCK]
+                out[: len(chunk)], self.pos = chunk, self.pos + len(chunk)
+            self.played.append(out)
+            t = T0 + k * BLOCK / RATE
+            hf.replying = self.pos < len(self.reply) and not self.flushed
+            lead = self.slip if self.slip_at is not None and k * BLOCK >= self.slip_at else 0
+            hf.echo.reference(out, RATE, t - lead / RATE)
+            heard = np.concatenate([heard, out])
+            start = k * BLOCK
+            echo = np.zeros(BLOCK, np.float32)
+            src = heard[max(0, start - self.delay) : start + BLOCK - self.delay]
+            echo[BLOCK - len(src) :] = self.gain * src if start >= self.delay else 0
+            mic = echo.copy()
+            u0 = start - self.user_at
+            if 0 <= u0 + BLOCK and u0 < len(self.user):
+                part = self.user[max(0, u0) : u0 + BLOCK]
+                mic[max(0, -u0) : max(0, -u0) + len(part)] += part
+            for event in hf.process(mic, t):
+                self.on(event)
+                events.append(event)
+        return events
+
+    def loud_after(self, seconds) -> bool:
+        """The loudspeaker played the reply after `seconds` into the room."""
+        played = np.concatenate(self.played)[int(seconds * RATE) :]
+        return bool(np.any(np.abs(played) > 0.01))
+
+
+def listener(vad, turn_model, transcript=None):
+    hf = HandsFreeListener(SileroStream(vad), turn_model, echo_module.EchoCanceller(origin=T0),
+                           TurnTaking())
+    hf.transcript = transcript
+    return hf
+
+
+def kinds(events):
+    return [e.kind for e in events]
+
+
+def test_stop_over_the_reply_pauses_it_then_takes_the_turn(speech, vad, turn_model, reply):
+    question = read_wav(speech("Stop, what is the capital of Italy?"))
+    room = Room(reply, np.concatenate([question, silence(0.1)]), user_at_s=2.0)
+    events = room.run(listener(vad, turn_model), 6.0)
+    assert kinds(events) == [Kind.REPLY_PAUSED, Kind.BARGE_IN, Kind.TURN_ENDED]
+    paused, barged, ended = events
+    onset = T0 + 2.0 + np.flatnonzero(np.abs(question) > 0.02)[0] / RATE
+    assert onset < paused.at < barged.at  # held at the voice's onset, dropped once it is a turn
+    assert paused.at - onset < 0.35  # on "Stop," (audio time), not on the words after it
+    assert not room.loud_after(paused.at - T0 + 0.07)  # silent from the pause (one block on)
+    assert room.pos < len(reply)  # the rest of the reply was never played
+    assert len(ended.audio) >= len(question) - 3200  # the turn holds the whole question
+
+
+@pytest.mark.parametrize("said", ["Yeah.", "Mm-hm.", "Okay."])
+def test_a_backchannel_lets_the_reply_go_on(speech, vad, turn_model, reply, said):
+    sound = read_wav(speech(said))
+    room = Room(reply, sound, user_at_s=2.0)
+    events = room.run(listener(vad, turn_model), len(reply) / RATE + 3.0)
+    assert Kind.BARGE_IN not in kinds(events) and Kind.SPEECH_STARTED not in kinds(events)
+    assert kinds(events) in ([], [Kind.REPLY_PAUSED, Kind.REPLY_RESUMED])
+    assert room.pos == len(reply)  # all of the reply was played, the pause lost none of it
+
+
+def test_a_cough_over_the_reply_does_not_stop_it(vad, turn_model, reply):
+    rng = np.random.default_rng(1)
+    cough = white_noise(0.18, 0.3, seed=2) * np.hanning(int(0.18 * RATE)).astype(np.float32)
+    cough += 0.05 * rng.standard_normal(len(cough)).astype(np.float32)
+    room = Room(reply, cough, user_at_s=2.0)
+    events = room.run(listener(vad, turn_model), len(reply) / RATE + 2.0)
+    assert Kind.BARGE_IN not in kinds(events) and room.pos == len(reply)
+
+
+def test_a_short_word_that_is_not_a_backchannel_takes_the_turn(speech, vad, turn_model, reply,
+                                                               starter_stt_model):
+    """ "Stop." is as short as "yeah": its words decide (where the app has a transcript)."""
+    stop = read_wav(speech("Stop."))
+    room = Room(reply, stop, user_at_s=2.0)
+    words = lambda audio: listen(starter_stt_model, audio, RATE)  # noqa: E731
+    events = room.run(listener(vad, turn_model, transcript=words), 5.0)
+    assert kinds(events)[:2] == [Kind.REPLY_PAUSED, Kind.BARGE_IN]
+    assert room.pos < len(reply)
+
+
+def test_own_voice_with_a_slipped_reference_starts_no_turn(vad, turn_model, reply):
+    """After an output underrun the reference the canceller is given can be tens of ms off
+    what the room hears, and the canceller loses the room for a while: its echo must still
+    neither start a turn nor drop the reply."""
+    room = Room(reply, np.zeros(0, np.float32), user_at_s=0.0, slip_at_s=3.0, slip_ms=40)
+    events = room.run(listener(vad, turn_model), len(reply) / RATE + 2.0)
+    assert Kind.BARGE_IN not in kinds(events) and Kind.SPEECH_STARTED not in kinds(events)
+    assert room.pos == len(reply)
