@@ -33,6 +33,10 @@ SENTENCES = [
     "The primary colors are the only two colors that cannot be made by mixing other colors.",
     "Honey is a sweet food made by bees from the nectar of flowers.",
     "Leap years have one extra day added at the end of the month of February.",
+    # cut at the subject (the predicate rule)
+    "The boiling point of water is 100 degrees Celsius at sea level.",
+    "The longest river in Africa is the Nile River.",
+    "The largest ocean on Earth is the Pacific Ocean.",
 ]
 
 

@@ -19,7 +19,8 @@ What it does, per run (each run is a fresh app, so a fresh conversation):
   → stop sound, and the silence between the stop sound's end and the reply (negative: they
   overlap); the app's own stage figures and the history's transcript and reply beside them;
 - with `--keep DIR`: each turn's recording of the speaker from the release on
-  (`runR-turnN.wav`) and a screenshot of the screen after the run's last turn (`runR.png`).
+  (`runR-turnN.wav`), a screenshot of the screen after the run's last turn (`runR.png`) and
+  the app's own log (`runR-<name>.log`).
 
 Prints JSON: `release_to_first_sound_ms` {"median","p90","min","max"} over every turn,
 `stages_ms` (the app's per-stage split, median and p90), `stop_sound`, `by_turn`,
@@ -263,6 +264,8 @@ def one_run(questions: list[tuple[SpokenQuestion, Path]], hold_s: float, profile
                 time.sleep(BETWEEN_TURNS_S)
             if keep:
                 screenshot(env, keep / f"run{run}.png")
+                for log_file in Path(env["S2S_LOG_DIR"]).glob("*.log*"):  # stage timings
+                    (keep / f"run{run}-{log_file.name}").write_bytes(log_file.read_bytes())
             add_exchanges(root, turns)
             return turns
 

@@ -87,15 +87,17 @@ def test_a_joining_word_still_being_written_is_not_cut_before():
 
 LONG_FIRST = {
     "The boiling point of water is a measure that describes the temperature at which it "
-    "turns into steam.": "The boiling point of water is a measure",
+    "turns into steam.": "The boiling point of water",
     "The primary colors are the only two colors that cannot be made by mixing other "
-    "colors.": "The primary colors are the only two colors",
+    "colors.": "The primary colors",
+    "The longest river in Africa is the Nile River.": "The longest river in Africa",
     "Honey is a sweet food made by bees from the nectar of flowers.":
         "Honey is a sweet food made",
     "Leap years have one extra day added at the end of the month of February.":
         "Leap years have one extra day added",
 }
 SHORT_FIRST = ("The capital of Japan is Tokyo.", "A spider has eight legs.",
+               "Mount Everest is the tallest mountain in the world.",
                "The capital city of the country France is Paris.", "It's 11:31.",
                "The game was stopped on the day due to heavy rain.")
 
@@ -112,3 +114,13 @@ def test_a_short_first_sentence_is_not_split():
     for sentence in SHORT_FIRST:
         for step in (3, 500):
             assert chunk(sentence + " More follows.", step)[0] == sentence
+
+
+def test_a_first_sentence_goes_out_at_its_subject_once_the_predicate_runs_on():
+    c = SentenceChunker()
+    assert c.feed("The boiling point of water is 100") == []  # "is 100." would be whole
+    assert c.feed(" degrees Celsius") == ["The boiling point of water"]
+    assert c.flush() == ["is 100 degrees Celsius"]
+    # a later sentence is not cut at its verb
+    assert chunk("Yes. The boiling point of water is 100 degrees Celsius.") == [
+        "Yes.", "The boiling point of water is 100 degrees Celsius."]

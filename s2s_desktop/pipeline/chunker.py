@@ -1,7 +1,8 @@
 """Text deltas → speakable pieces, as early as they can sound natural.
 
 The first piece goes out at the first sentence end, or at a clause boundary once it has a
-few words, or before a joining word ("because", "when", "that", "by", …) once it has a few
+few words, or before the verb that follows a subject of a few words once the predicate runs
+on ("The boiling point of water | is 100 degrees Celsius."), or before a joining word ("because", "when", "that", "by", …) once it has a few
 more, or before a preposition ("in", "from", …) once a long tail follows it (while the
 sentence is still being written, or when it is over FIRST_PIECE_MAX_WORDS long), so TTS can
 start while the LLM writes: the first piece's synthesis is what the user waits for, and a
@@ -31,6 +32,16 @@ JOINING_WORDS = {
     "and", "but", "so", "because", "which", "who", "where", "when", "while", "whereas",
     "although", "though", "since", "unless", "until", "by", "if", "then", "that",
 }
+# verbs that open a sentence's predicate ("The boiling point of water | is 100 degrees"): a
+# first piece may end before one once its subject has FIRST_SUBJECT_MIN_WORDS words and
+# VERB_TAIL_WORDS words (the verb included) follow, so a short sentence ("The capital of Japan
+# is Tokyo.") stays whole while a longer one goes out at its subject
+VERB_WORDS = {
+    "is", "are", "was", "were", "has", "have", "had", "can", "will", "would", "could",
+    "should", "does", "do", "did", "may", "might", "must",
+}
+FIRST_SUBJECT_MIN_WORDS = 3
+VERB_TAIL_WORDS = 4
 # prepositions that open a phrase of their own ("a term used | in the context of physics");
 # not "of", "to", "than", "as", "like", which bind to the word before ("capital of")
 PHRASE_WORDS = {
@@ -162,26 +173,42 @@ class SentenceChunker:
         if newline >= 0 and (best < 0 or newline < best):
             best = newline
         min_words = self.first_clause_min_words if self.pieces_out == 0 else LONG_SENTENCE_WORDS
+        clause = -1
         for m in _CLAUSE_END.finditer(text):
             if best >= 0 and m.end() >= best:
                 break
             if len(text[: m.start()].split()) >= min_words:
-                return m.end()
+                clause = m.end()
+                break
         if self.pieces_out == 0:
-            # the sentence is still being written, or too long to wait for whole
-            open_or_long = best < 0 or len(text[:best].split()) > FIRST_PIECE_MAX_WORDS
-            for m in _JOINING_WORD.finditer(text):
-                if best >= 0 and m.start() >= best:
-                    break
-                if len(text[: m.start()].split()) < FIRST_JOIN_MIN_WORDS:
-                    continue
-                word = m.group(1).lower()
-                tail = text[m.start():best] if best >= 0 else text[m.start():]
-                if word in JOINING_WORDS or (
-                        word in PHRASE_WORDS and open_or_long
-                        and len(tail.split()) > PHRASE_TAIL_WORDS):
-                    return m.start()
-        return best
+            # the earliest cut, so a reply given whole is cut where its stream would be
+            word = self._first_word_cut(text, best)
+            if word >= 0 and (clause < 0 or word < clause):
+                return word
+        return clause if clause >= 0 else best
+
+    @staticmethod
+    def _first_word_cut(text: str, best: int) -> int:
+        """Where the first piece may end before a word (a verb after its subject, a joining
+        word, a preposition with a long tail) in the sentence ending at `best`; -1: nowhere."""
+        # the sentence is still being written, or too long to wait for whole
+        open_or_long = best < 0 or len(text[:best].split()) > FIRST_PIECE_MAX_WORDS
+        for m in _JOINING_WORD.finditer(text):
+            if best >= 0 and m.start() >= best:
+                break
+            before = len(text[: m.start()].split())
+            word = m.group(1).lower()
+            tail = text[m.start():best] if best >= 0 else text[m.start():]
+            if (word in VERB_WORDS and before >= FIRST_SUBJECT_MIN_WORDS
+                    and len(tail.split()) >= VERB_TAIL_WORDS):
+                return m.start()
+            if before < FIRST_JOIN_MIN_WORDS:
+                continue
+            if word in JOINING_WORDS or (
+                    word in PHRASE_WORDS and open_or_long
+                    and len(tail.split()) > PHRASE_TAIL_WORDS):
+                return m.start()
+        return -1
 
     def _cut(self, final: bool) -> list[str]:
         out = []
