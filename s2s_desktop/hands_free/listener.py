@@ -73,7 +73,9 @@ class HandsFreeEvent:
     kind: HandsFreeEventKind
     at: float  # monotonic time of the audio that decided it (end of its last window)
     decided_at: float  # monotonic time the listener decided it (after the model ran)
-    audio: np.ndarray | None = None  # TURN_ENDED: 16 kHz cleaned audio of the turn
+    # TURN_ENDED: 16 kHz audio of the turn, as STT gets it: the raw microphone's where nothing
+    # the app played could echo in it, else cleaned
+    audio: np.ndarray | None = None
     speech_ended_at: float | None = None  # TURN_ENDED: end of the last speech window
     turn_probability: float | None = None  # TURN_ENDED by the model: its verdict
     message: str = ""
@@ -149,6 +151,12 @@ class HandsFreeListener:
         self.on_pause: Callable[[], None] | None = None
         self._t0: float | None = None  # capture time of sample 0
         self._buf = np.zeros(0, np.float32)  # cleaned audio, from sample _buf_start on
+        self._raw = np.zeros(0, np.float32)  # the microphone's, the same samples
+        # this turn's speech goes to STT as the raw microphone gave it: nothing the app played
+        # could echo in it. The noise suppressor, warming up after digital silence, took ~9 dB
+        # off the first 0.3 s of a question ("What is" heard as "But this is") and mangled
+        # words ("of Australia": "almost really"); AEC is only needed where there is echo
+        self._raw_turn = False
         self._buf_start = 0
         self._done = 0  # samples the VAD has judged
         self._received = 0  # microphone samples received
@@ -189,9 +197,13 @@ class HandsFreeListener:
                              learning=not (self._paused or self._in_turn))
         echo_only = True
         raw_p = self._raw_voice(cleaned)
+        raw = self.echo.last_input[: len(cleaned)] if self.echo is not None else cleaned
         self._buf = np.concatenate([self._buf, cleaned])
+        self._raw = np.concatenate([self._raw, raw])
+        if self._raw_turn and self._app_speaking(captured_at):
+            self._raw_turn = False  # an earcon or a reply within the turn: its echo is in it
         if self._in_turn and self.on_speech_audio is not None and cleaned.size:
-            self.on_speech_audio(cleaned)
+            self.on_speech_audio(raw if self._raw_turn else cleaned)
         events: list[HandsFreeEvent] = []
         for p in self.vad.push(cleaned):
             self._done += WINDOW
@@ -207,6 +219,7 @@ class HandsFreeListener:
             drop = len(self._buf) - keep
             if drop > 0:
                 self._buf, self._buf_start = self._buf[drop:], self._buf_start + drop
+                self._raw = self._raw[drop:]
         return events
 
     def _raw_voice(self, cleaned: np.ndarray) -> float:
@@ -229,9 +242,9 @@ class HandsFreeListener:
     def _time(self, sample: int) -> float:
         return (self._t0 or 0.0) + sample / SAMPLE_RATE
 
-    def _audio(self, start: int, end: int) -> np.ndarray:
+    def _audio(self, start: int, end: int, raw: bool = False) -> np.ndarray:
         a, b = max(0, start - self._buf_start), max(0, end - self._buf_start)
-        return self._buf[a:b].copy()
+        return (self._raw if raw else self._buf)[a:b].copy()
 
     def _app_speaking(self, t: float) -> bool:
         return self.replying or (
@@ -373,13 +386,15 @@ class HandsFreeListener:
         self._in_turn, self._run = True, 0
         self._silence, self._checked_at, self._finished = 0, -1, None
         self._last_speech_end = self._done
+        self._raw_turn = not barge_in and not self._app_speaking(self._time(self._turn_start))
         if self.on_speech_audio is not None:
-            self.on_speech_audio(self._audio(self._turn_start, self._buf_start + len(self._buf)))
+            self.on_speech_audio(self._audio(self._turn_start, self._buf_start + len(self._buf),
+                                             raw=self._raw_turn))
         kind = HandsFreeEventKind.BARGE_IN if barge_in else HandsFreeEventKind.SPEECH_STARTED
         return self._event(kind, now)
 
     def _close(self, now: float, probability: float | None) -> HandsFreeEvent:
-        audio = self._audio(self._turn_start, self._done)
+        audio = self._audio(self._turn_start, self._done, raw=self._raw_turn)
         self._in_turn, self._run = False, 0
         self._last_activity = now
         return self._event(
