@@ -70,3 +70,4 @@ def test_a_question_paused_after_of_waits_for_the_rest(speech, vad, turn_model, 
     answered = starter_session.wait(turns.turns[0], timeout_s=120)
     assert answered.reason == TurnReason.OK
     assert same_words("What is the capital of France?", answered.transcript), answered.transcript
+    assert pipeline.live_words(1) is None  # a finished turn's words are no later turn's

@@ -87,6 +87,7 @@ class STTStage(EngineStage):
         assert isinstance(msg, Utterance)
         self.book.mark(msg.turn, "stt_start")
         partial, self._partial = self._partial, None
+        self.live = None  # the turn is no longer heard: its words are no one's "so far"
         if (partial is not None and partial[0].turn == msg.turn
                 and same_speech(partial[0], msg)):
             text, lang = partial[1].text.strip(), partial[1].language
