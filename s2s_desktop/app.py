@@ -25,6 +25,7 @@ from .controller import LISTENING, AppController
 from .errors import AudioDeviceError, S2SError
 from .hands_free.build import HandsFreeBuilder
 from .hands_free.session import EchoReferenceSpeaker
+from .hands_free.words import PipelineWords
 from .history import Exchange, History, current_conversation
 from .hotkey.client import HotkeyClient
 from .ipc import CommandServer
@@ -100,8 +101,12 @@ class DesktopApp(AppWindows, QObject):
         self.tool_permission.asked.connect(self.controller.permission_asked)
         self.tool_permission.settled.connect(self.controller.permission_settled)
         self.controller.permission_answer.connect(self.tool_permission.answer)
+        # a voice over a reply is transcribed on the STT stage's thread (the engine's only
+        # user); a pause's words are the live transcript (hands_free/words.py)
+        words = PipelineWords(self.pipeline)
         self.controller.hands_free_factory = HandsFreeBuilder(
-            lambda: self.settings, self.speaker, on_notice=self.notice_posted.emit
+            lambda: self.settings, self.speaker, on_notice=self.notice_posted.emit,
+            transcript=words.transcript, words_so_far=words.so_far,
         )
         self.hotkey = HotkeyClient(settings.hotkey, self)
         self.actions = AppActions(self)

@@ -249,6 +249,7 @@ def test_the_app_starts_in_it_and_answers_a_spoken_question(qtbot, monkeypatch, 
     ptt_mic = FakeMicrophone()
     app = DesktopApp(FakeQApp(), s, use_tray=False, mic=ptt_mic, speaker=CaptureSink())
     room = Room()
+    apps_own = app.controller.hands_free_factory  # HandsFreeBuilder, as app.py wires it
     mics = hands_free(app.controller, vad, FakeSoundDevice(room=room))
     try:
         assert app.start()
@@ -258,6 +259,11 @@ def test_the_app_starts_in_it_and_answers_a_spoken_question(qtbot, monkeypatch, 
         room.say(read_wav(speech("What is the capital of France?")), at=time.monotonic() + 0.2)
         qtbot.waitUntil(lambda: "Paris." in app.window.view.toPlainText(), timeout=15000)
         assert app.controller.turn_info["source"] == "hands-free" and ptt_mic.opened == 0
+        # the app's own listener hears words through the pipeline's STT (a voice over a
+        # reply: "Stop." or "yeah"); a turn's live words: tests/test_hands_free_words.py
+        said = read_wav(speech("Stop."))
+        assert apps_own.transcript(said) == "Capital of France?"  # the scripted STT's words
+        assert apps_own.words_so_far(1) is None  # the turn ended: no words are "so far"
         qtbot.waitUntil(lambda: app.controller.state == "idle", timeout=10000)
         assert mics[-1].is_open  # listening for the next question
         moved = app.settings.copy()  # as `s2s-desktop set audio.input_device=…` applies it

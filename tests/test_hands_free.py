@@ -107,6 +107,25 @@ def test_mid_sentence_pause_waits_for_the_rest(speech, vad, turn_model, starter_
     assert len(events[1].audio) >= len(first) + len(rest)
 
 
+def test_a_finished_waits_for_the_live_words_and_not_forever(speech, vad, turn_model):
+    """The app's live words come later than the model's verdict: "finished" waits for them
+    (and is overruled by "... of"), and ends the turn anyway if they never come."""
+    first = read_wav(speech("What is the capital of"))
+    audio = np.concatenate([silence(0.5), first, silence(2.5)])
+    asked = []
+    late = lambda n: asked.append(n) or (None if len(asked) < 3 else "What is the capital of")  # noqa: E731
+    hf = listener(vad, turn_model)
+    hf.words_so_far = late
+    ended = [e for e in feed(hf, audio) if e.kind is Kind.TURN_ENDED]
+    assert len(asked) >= 3 and min(asked) >= len(first) - 3200  # the speech, up to its end
+    assert ended and ended[0].turn_probability is None  # the 1.6 s pause ended it, not "finished"
+    never = listener(vad, turn_model)
+    never.words_so_far = lambda n: None
+    ended = [e for e in feed(never, audio) if e.kind is Kind.TURN_ENDED]
+    assert ended and ended[0].turn_probability is not None  # the model's verdict, held ≤ 1 s
+    assert ended[0].at - ended[0].speech_ended_at < 1.6
+
+
 def test_speech_over_the_reply_barges_in_a_cough_does_not(speech, vad, turn_model):
     stop = read_wav(speech("Stop, what is the capital of Italy?"))
     hf = listener(vad, turn_model)

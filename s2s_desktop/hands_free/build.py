@@ -46,12 +46,14 @@ class SpeakerLinkedSession(HandsFreeSession):
 
 class HandsFreeBuilder:
     def __init__(self, settings: Callable[[], object], speaker, on_notice=None, sd=None,
-                 transcript: Callable[[np.ndarray], str] | None = None):
+                 transcript: Callable[[np.ndarray], str] | None = None,
+                 words_so_far: Callable[[int], str | None] | None = None):
         self.settings = settings  # the settings now (they change while the app runs)
         self.speaker = speaker
         # the words of 16 kHz audio (the app's speech-to-text), or None: a turn's words keep it
         # open on "of …" and tell "Stop." from "yeah" over a reply (docs/hands-free.md)
         self.transcript = transcript
+        self.words_so_far = words_so_far  # the live transcript, once it covers n samples
         self.on_notice = on_notice
         self.sd = sd
         self._vad: SileroOnnxVAD | None = None
@@ -75,7 +77,8 @@ class HandsFreeBuilder:
         tuning = TurnTaking(timeout_s=settings.listen.hands_free_timeout_s,
                             use_turn_model=settings.listen.turn_model)
         listener = HandsFreeListener(SileroStream(self._vad), self._turn, echo, tuning,
-                                     transcript=self.transcript)
+                                     transcript=self.transcript,
+                                     words_so_far=self.words_so_far)
         microphone = StreamingMicrophone(
             settings.audio.input_device, on_notice=self.on_notice, sd=self.sd, keep_open=True
         )

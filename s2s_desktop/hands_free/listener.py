@@ -18,8 +18,9 @@ probability per 32 ms window, on the cleaned signal:
   whatever the canceller does: it stops when the reply is paused. In an earcon or the
   reply's echo tail (`echo_tail_s`) a turn opens as when waiting, if the guard lets it;
 - in a turn, once the speaker has been silent for `check_after_ms`, the end-of-turn model
-  decides whether they finished or only paused, and the words so far (`transcript`, the live
-  transcript where the app has one) can overrule a "finished" that stops on "of" or "the";
+  decides whether they finished or only paused, and the words so far (`words_so_far`: the
+  app's live transcript once it covers the speech, a "finished" waiting `words_wait_ms` at most
+  for it; else `transcript`) can overrule a "finished" that stops on "of" or "the";
   a pause ends the turn anyway after `max_pause_ms`. Without the model
   (`use_turn_model=False`) that silence alone ends it;
 - nothing said (and nothing played) for `timeout_s`: the mode times out.
@@ -72,7 +73,9 @@ class HandsFreeEvent:
     kind: HandsFreeEventKind
     at: float  # monotonic time of the audio that decided it (end of its last window)
     decided_at: float  # monotonic time the listener decided it (after the model ran)
-    audio: np.ndarray | None = None  # TURN_ENDED: 16 kHz cleaned audio of the turn
+    # TURN_ENDED: 16 kHz audio of the turn, as STT gets it: the raw microphone's where nothing
+    # the app played could echo in it, else cleaned
+    audio: np.ndarray | None = None
     speech_ended_at: float | None = None  # TURN_ENDED: end of the last speech window
     turn_probability: float | None = None  # TURN_ENDED by the model: its verdict
     message: str = ""
@@ -86,6 +89,9 @@ class TurnTaking:
     check_after_ms: int = 160  # silence before the end-of-turn model is asked
     recheck_ms: int = 320  # asked again after this much more silence
     max_pause_ms: int = 1600  # silence that ends a turn whatever the model says
+    # a "finished" waits this long at most for the live words (`words_so_far`) to cover the
+    # speech: the answer waits for that transcription anyway, it is the one the turn reuses
+    words_wait_ms: int = 1000
     # speech over the app's voice this long pauses it (4 windows: the reply is silent ~0.25 s
     # after the user's first sound), if one window of it is this sure: in double talk the
     # canceller's suppression left "Stop," at 0.53-0.72 on the echo rig (a cough-like burst
@@ -124,13 +130,19 @@ class HandsFreeListener:
         tuning: TurnTaking | None = None,
         clock: Callable[[], float] = time.monotonic,
         transcript: Callable[[np.ndarray], str] | None = None,
+        words_so_far: Callable[[int], str | None] | None = None,
     ):
         self.vad = vad_stream  # SileroStream: push(audio) -> probabilities per window
         self.turn_model = turn_model  # SmartTurn: probability(audio) -> float
         self.echo = echo  # EchoCanceller, or None (headphones: nothing to cancel)
         self.tuning = tuning or TurnTaking()
         self.clock = clock
-        self.transcript = transcript  # the turn's words so far, given its audio
+        self.transcript = transcript  # the words of some audio (a voice over the reply)
+        # the turn's words, once a live transcript heard its first n samples (None: not yet);
+        # without it, `transcript` of the turn's audio
+        self.words_so_far = words_so_far
+        self._finished: float | None = None  # the model's "finished", the words not yet in
+        self._finished_at = 0  # silence (windows) when it said so
         self.replying = False  # the app says it is speaking a reply
         self.voice_barge_in = True  # off while the echo reference is missing
         self.on_speech_audio: Callable[[np.ndarray], None] | None = None  # live transcript
@@ -139,6 +151,12 @@ class HandsFreeListener:
         self.on_pause: Callable[[], None] | None = None
         self._t0: float | None = None  # capture time of sample 0
         self._buf = np.zeros(0, np.float32)  # cleaned audio, from sample _buf_start on
+        self._raw = np.zeros(0, np.float32)  # the microphone's, the same samples
+        # this turn's speech goes to STT as the raw microphone gave it: nothing the app played
+        # could echo in it. The noise suppressor, warming up after digital silence, took ~9 dB
+        # off the first 0.3 s of a question ("What is" heard as "But this is") and mangled
+        # words ("of Australia": "almost really"); AEC is only needed where there is echo
+        self._raw_turn = False
         self._buf_start = 0
         self._done = 0  # samples the VAD has judged
         self._received = 0  # microphone samples received
@@ -179,9 +197,13 @@ class HandsFreeListener:
                              learning=not (self._paused or self._in_turn))
         echo_only = True
         raw_p = self._raw_voice(cleaned)
+        raw = self.echo.last_input[: len(cleaned)] if self.echo is not None else cleaned
         self._buf = np.concatenate([self._buf, cleaned])
+        self._raw = np.concatenate([self._raw, raw])
+        if self._raw_turn and self._app_speaking(captured_at):
+            self._raw_turn = False  # an earcon or a reply within the turn: its echo is in it
         if self._in_turn and self.on_speech_audio is not None and cleaned.size:
-            self.on_speech_audio(cleaned)
+            self.on_speech_audio(raw if self._raw_turn else cleaned)
         events: list[HandsFreeEvent] = []
         for p in self.vad.push(cleaned):
             self._done += WINDOW
@@ -197,6 +219,7 @@ class HandsFreeListener:
             drop = len(self._buf) - keep
             if drop > 0:
                 self._buf, self._buf_start = self._buf[drop:], self._buf_start + drop
+                self._raw = self._raw[drop:]
         return events
 
     def _raw_voice(self, cleaned: np.ndarray) -> float:
@@ -219,9 +242,9 @@ class HandsFreeListener:
     def _time(self, sample: int) -> float:
         return (self._t0 or 0.0) + sample / SAMPLE_RATE
 
-    def _audio(self, start: int, end: int) -> np.ndarray:
+    def _audio(self, start: int, end: int, raw: bool = False) -> np.ndarray:
         a, b = max(0, start - self._buf_start), max(0, end - self._buf_start)
-        return self._buf[a:b].copy()
+        return (self._raw if raw else self._buf)[a:b].copy()
 
     def _app_speaking(self, t: float) -> bool:
         return self.replying or (
@@ -262,10 +285,19 @@ class HandsFreeListener:
                 return self._event(HandsFreeEventKind.TIMED_OUT, now)
             return None
         if p >= tune.threshold:
-            self._silence, self._checked_at = 0, -1
+            self._silence, self._checked_at, self._finished = 0, -1, None
             self._last_speech_end = self._done
             return None
         self._silence += 1
+        if self._finished is not None:  # "finished", said before the words were in
+            goes_on = self._words_go_on()
+            if goes_on is False or (goes_on is None and self._silence - self._finished_at
+                                    >= tune.windows(tune.words_wait_ms)):
+                return self._close(now, self._finished)
+            if goes_on:
+                self._finished = None
+            else:
+                return None
         silence_ms = self._silence * WINDOW_S * 1000
         length_s = (self._done - self._turn_start) / SAMPLE_RATE
         if silence_ms >= (tune.max_pause_ms if tune.use_turn_model else SILENCE_ONLY_MS) or (
@@ -282,8 +314,12 @@ class HandsFreeListener:
                 self.on_pause()
             probability = self.turn_model.probability(self._audio(self._turn_start, self._done))
             log.debug("end-of-turn model: %.2f after %.0f ms of silence", probability, silence_ms)
-            if probability > FINISHED and not self._words_go_on():
-                return self._close(now, probability)
+            if probability > FINISHED:
+                goes_on = self._words_go_on()
+                if goes_on is None:
+                    self._finished, self._finished_at = probability, self._silence
+                elif not goes_on:
+                    return self._close(now, probability)
         return None
 
     def _reference_missing(self, now: float) -> bool:
@@ -328,10 +364,16 @@ class HandsFreeListener:
         self._last_speech_end = self._done - silence * WINDOW
         return event
 
-    def _words_go_on(self) -> bool:
-        if self.transcript is None:
+    def _words_go_on(self) -> bool | None:
+        """Whether the turn's words so far stop on "of" or "the"; None: not known yet."""
+        if self.words_so_far is not None:
+            text = self.words_so_far(self._last_speech_end - self._turn_start)
+        elif self.transcript is not None:
+            text = self.transcript(self._audio(self._turn_start, self._done))
+        else:
             return False
-        text = self.transcript(self._audio(self._turn_start, self._done))
+        if text is None:
+            return None
         if ends_unfinished(text):
             log.debug("end-of-turn: the words go on (%r): waiting", text[-40:])
             return True
@@ -342,15 +384,17 @@ class HandsFreeListener:
         preroll = int(tune.preroll_ms / 1000 * SAMPLE_RATE)
         self._turn_start = max(self._buf_start, speech_from - preroll)
         self._in_turn, self._run = True, 0
-        self._silence, self._checked_at = 0, -1
+        self._silence, self._checked_at, self._finished = 0, -1, None
         self._last_speech_end = self._done
+        self._raw_turn = not barge_in and not self._app_speaking(self._time(self._turn_start))
         if self.on_speech_audio is not None:
-            self.on_speech_audio(self._audio(self._turn_start, self._buf_start + len(self._buf)))
+            self.on_speech_audio(self._audio(self._turn_start, self._buf_start + len(self._buf),
+                                             raw=self._raw_turn))
         kind = HandsFreeEventKind.BARGE_IN if barge_in else HandsFreeEventKind.SPEECH_STARTED
         return self._event(kind, now)
 
     def _close(self, now: float, probability: float | None) -> HandsFreeEvent:
-        audio = self._audio(self._turn_start, self._done)
+        audio = self._audio(self._turn_start, self._done, raw=self._raw_turn)
         self._in_turn, self._run = False, 0
         self._last_activity = now
         return self._event(

@@ -260,6 +260,17 @@ class Pipeline:
         stage's thread."""
         self.stt.inbox.put(HeardAnswer(-1, audio=audio, reply=reply))
 
+    def live_words(self, samples: int) -> str | None:
+        """The newest live turn's words, if its live transcript heard the first `samples`
+        samples of its recording; None while it has not yet ("" when live STT is off: none
+        will come). Any thread: no STT work, only the STT stage's last result."""
+        if not self.settings.stt.live:
+            return ""
+        live = self.stt.live
+        if live is None or live[0] != self.clock.current or live[1] < samples:
+            return None
+        return live[2]
+
     def interrupt(self, reason: TurnReason = TurnReason.INTERRUPTED) -> list[int]:
         """Barge-in: stop generation and playback of every running turn. When this returns no
         audio of those turns reaches the sink. Returns the turns it interrupted; they end

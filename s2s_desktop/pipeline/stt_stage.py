@@ -45,6 +45,9 @@ class STTStage(EngineStage):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._partial: tuple[Partial, STTResult] | None = None
+        # the newest live transcript (turn, samples of its recording it heard, text), read by
+        # hands-free listening from its own thread: one tuple, replaced whole
+        self.live: tuple[int, int, str] | None = None
 
     def control(self, msg) -> bool:
         if not isinstance(msg, HeardAnswer):
@@ -75,6 +78,7 @@ class STTStage(EngineStage):
                 return  # the recording grew meanwhile: transcribe the newer one
             result = self.engine.transcribe(msg.audio, language, options)
             self._partial = (msg, result)
+            self.live = (msg.turn, msg.covered, result.text.strip())
             self.events.partial_transcript.emit(msg.turn, result.text.strip())
             question = settled_words(result.text)
             if question and not self._final_waiting(msg.turn):  # the key is still down
@@ -83,6 +87,7 @@ class STTStage(EngineStage):
         assert isinstance(msg, Utterance)
         self.book.mark(msg.turn, "stt_start")
         partial, self._partial = self._partial, None
+        self.live = None  # the turn is no longer heard: its words are no one's "so far"
         if (partial is not None and partial[0].turn == msg.turn
                 and same_speech(partial[0], msg)):
             text, lang = partial[1].text.strip(), partial[1].language
