@@ -4,7 +4,16 @@ built-in ones and the running MCP servers'), and whether writing tools ask first
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QLabel, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from .. import config
 from ..assistant.timers import TimerBook
@@ -37,6 +46,15 @@ class ToolsTab(QWidget):
         unasked.setToolTip("Off: before saving a note, opening an app or a writing MCP tool "
                            "the assistant asks, and you allow or deny it")
         layout.addWidget(fields.bind("tools.allow_writing", unasked))
+        cue_row = QHBoxLayout()
+        cue_row.addWidget(QLabel("While it looks something up:"))
+        self.cue = QComboBox()
+        self.cue.addItem('say "Let me check."', "phrase")
+        self.cue.addItem("play a short sound", "earcon")
+        self.cue.setToolTip("Given as soon as the model starts a tool call, so a tool turn "
+                            "does not wait in silence (the sound needs earcons on in Audio)")
+        cue_row.addWidget(fields.bind("tools.checking_cue", self.cue), 1)
+        layout.addLayout(cue_row)
         layout.addWidget(QLabel("Tools (untick to switch one off):"))
         self.list = QListWidget()
         layout.addWidget(self.list, 1)
