@@ -10,7 +10,7 @@ from ..config import Settings, config_dir, data_dir
 from ..tools.assistant_tools import assistant_toolbox
 from ..tools.mcp_config import FILENAME as MCP_FILE
 from ..tools.mcp_config import load_mcp_config
-from ..tools.mcp_servers import McpServers
+from ..tools.mcp_servers import START_TIMEOUT_S, McpServers
 from ..tools.model_support import model_tool_support
 
 
@@ -32,6 +32,7 @@ def tools_command(args, settings: Settings) -> int:
     try:
         servers.start()
         servers.wait_started()
+        servers.retry_failed(wait_s=START_TIMEOUT_S)  # once more: a server's slow first start
         rows = [{**t.spec.to_dict(), "enabled": t.spec.name not in box.disabled,
                  "asks_first": box.needs_permission(t)} for t in box.all_tools()]
         status = servers.status()

@@ -168,6 +168,7 @@ class LLMStage(EngineStage):
         if not self._offer_tools():
             yield from self.engine.stream(messages, stop, options)
             return
+        self.tools.refresh()  # a server that failed is started again, for the turns after
         rounds = ToolRounds(self.tools, ask=self.ask_tool,
                             allow_writing=self.settings.tools.allow_writing)
         self.last_tool_rounds = rounds  # its per-round profile, for scripts/measure_tool_turn
