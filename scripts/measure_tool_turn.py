@@ -1,8 +1,10 @@
 """Latency of tool turns: typed questions through the headless pipeline (starter STT/TTS,
 Qwen2.5-Coder-0.5B-Instruct on llama.cpp, the test-only GGUF), each asked --runs times:
 a question the calculator answers, and a plain question with the tools listed and without.
-Prints medians of release → first audio and of the LLM's first token, and what each turn
-evaluated at release (the tool list is primed with the conversation prefix).
+Prints medians of release → first audio (for a tool turn: its cue), of the LLM's first token
+and of its whole writing time (tool rounds included), what each turn evaluated at release
+(the tool list is primed with the conversation prefix), and per generation of a tool turn
+the prompt tokens (cached of all), tokens evaluated and written, and seconds.
 
     python scripts/measure_tool_turn.py --runs 3 [--json]
 """
@@ -64,6 +66,8 @@ def measure(tools_on: bool, runs: int) -> dict:
                     r["timings_ms"]["release_to_first_audio"] for r in recs),
                 "release_to_first_audio_ms_each": [
                     r["timings_ms"]["release_to_first_audio"] for r in recs],
+                "llm_total_ms": statistics.median(
+                    r["timings_ms"]["llm_total"] for r in recs),
                 "llm_first_token_ms": statistics.median(
                     r["timings_ms"]["llm_first_token"] for r in recs),
                 "prompt_tokens_evaluated_at_release": [
@@ -99,7 +103,8 @@ def main() -> int:
         for kind, f in kinds.items():
             print(f"{setup:9} {kind:5}: release→first audio {f['release_to_first_audio_ms']:.0f} ms"
                   f" (each {f['release_to_first_audio_ms_each']}),"
-                  f" LLM first token {f['llm_first_token_ms']:.0f} ms, evaluated at release "
+                  f" LLM first token {f['llm_first_token_ms']:.0f} ms, LLM total "
+                  f"{f['llm_total_ms']:.0f} ms, evaluated at release "
                   f"{f['prompt_tokens_evaluated_at_release']}, calls {f['tool_calls']}: "
                   f"{f['reply']!r}")
             for n, rounds in enumerate(f["rounds"], 1):
