@@ -130,3 +130,11 @@ def test_with_earcons_off_the_earcon_cue_falls_back_to_the_phrase(make_session):
     session = make_session(cue="earcon", earcons=False)
     rec = session.ask("Look it up.")
     assert rec["reply"].startswith("Let me check.") and CallingLLM.gate_opened[0]
+
+
+def test_an_unknown_cue_is_refused_with_the_choices():
+    from s2s_desktop import config
+    from s2s_desktop.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="phrase or earcon"):
+        config.apply_overrides(config.Settings(), {"tools.checking_cue": "beep"})
