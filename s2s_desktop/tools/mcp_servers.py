@@ -122,12 +122,14 @@ class McpServers:
         if self._loop is None:
             return []
         now = time.monotonic()
-        down = [s for s in self._servers.values() if s.ready.is_set() and s.session is None
-                and (not s.retried_at or now - s.retried_at >= min_gap_s)]
-        for server in down:
-            log.info("MCP server %s: starting it again (%s)", server.config.name, server.error)
-            server.retried_at = now
-            self._launch(server)
+        with self._lock:  # the LLM stage and Settings may ask at once: one start each
+            down = [s for s in self._servers.values() if s.ready.is_set() and s.session is None
+                    and (not s.retried_at or now - s.retried_at >= min_gap_s)]
+            for server in down:
+                log.info("MCP server %s: starting it again (%s)", server.config.name,
+                         server.error)
+                server.retried_at = now
+                self._launch(server)
         until = now + wait_s
         for server in down:
             server.ready.wait(max(0.0, until - time.monotonic()))
@@ -213,8 +215,10 @@ class McpServers:
     # -- calls (the LLM stage's thread) ---------------------------------------------------
     def call(self, server_name: str, tool_name: str, args: dict, stop: threading.Event) -> str:
         server = self._servers[server_name]
-        if server.session is None:  # failed or died: started again now
-            self._launch(server)
+        if server.session is None:  # failed or died: started again now (unless it is starting)
+            with self._lock:
+                if server.ready.is_set() and server.session is None:
+                    self._launch(server)
             server.ready.wait(START_TIMEOUT_S)
             if server.session is None:
                 raise ToolError(f"the MCP server '{server_name}' is not running: "
