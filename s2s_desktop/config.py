@@ -167,6 +167,9 @@ class ListenSettings:
     turn_model: bool = True
 
 
+CHECKING_CUES = ("phrase", "earcon")
+
+
 @dataclass
 class ToolsSettings:
     # offer tools to models that can call them (the catalog and `tools` say which can)
@@ -177,6 +180,9 @@ class ToolsSettings:
     # `run --allow-tools` sets it for one launch. Off: the user is asked each time.
     allow_writing: bool = applies_live(False)
     time_limit_s: float = applies_live(15.0)  # per call
+    # what a tool turn gives as soon as the model begins a call: "phrase" ("Let me check.")
+    # or "earcon" (a short sound; the phrase where audio.earcons is off)
+    checking_cue: str = applies_live("phrase")
 
 
 @dataclass
@@ -325,6 +331,9 @@ def validate(s: Settings) -> None:
         raise SettingsError("audio.earcon_volume must be between 0 and 1")
     if s.audio.max_record_s <= 0:
         raise SettingsError("audio.max_record_s must be positive")
+    if s.tools.checking_cue not in CHECKING_CUES:
+        raise SettingsError(f"tools.checking_cue: '{s.tools.checking_cue}' must be "
+                            f"{' or '.join(CHECKING_CUES)}")
     check_tts_bits(s.tts.bits)
     if not 0.25 <= s.tts.speed <= 4.0:
         raise SettingsError("tts.speed must be between 0.25 and 4")

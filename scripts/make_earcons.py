@@ -1,5 +1,6 @@
 """Make the app's own short sounds (earcons) into resources/earcons/: listening starts,
-listening stops, a turn failed (each at most 150 ms), and the timer chime.
+listening stops, a turn failed, a tool turn is checking (each at most 150 ms), and the timer
+chime.
 
 Sine tones with a smooth (Hann) fade in and out, so no click; 22.05 kHz mono 16-bit WAV.
 Run again after changing a tone: `python scripts/make_earcons.py`.
@@ -43,6 +44,9 @@ SOUNDS = {
     "listen-stop": lambda: np.concatenate([tone((880,), 0.05), tone((587,), 0.07)]),
     # low, rough: "that failed"
     "error": lambda: glide(330, 220, 0.14, level=0.45),
+    # a tool turn begins a call: two soft even taps, "one moment"
+    "checking": lambda: np.concatenate([tone((784,), 0.05, 0.35), gap(0.04),
+                                        tone((784,), 0.05, 0.35)]),
     # the timer: three bright chimes
     "timer": lambda: np.concatenate(
         [np.concatenate([tone((1047, 1568), 0.18), gap(0.07)]) for _ in range(3)]

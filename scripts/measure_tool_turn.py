@@ -1,8 +1,10 @@
 """Latency of tool turns: typed questions through the headless pipeline (starter STT/TTS,
 Qwen2.5-Coder-0.5B-Instruct on llama.cpp, the test-only GGUF), each asked --runs times:
 a question the calculator answers, and a plain question with the tools listed and without.
-Prints medians of release → first audio and of the LLM's first token, and what each turn
-evaluated at release (the tool list is primed with the conversation prefix).
+Prints medians of release → first audio (for a tool turn: its cue), of the LLM's first token
+and of its whole writing time (tool rounds included), what each turn evaluated at release
+(the tool list is primed with the conversation prefix), and per generation of a tool turn
+the prompt tokens (cached of all), tokens evaluated and written, and seconds.
 
     python scripts/measure_tool_turn.py --runs 3 [--json]
 """
@@ -25,6 +27,18 @@ PAUSE_S = 5.0
 QUESTIONS = {"tool": "What is 17 times 23?", "plain": "What is the capital of France?"}
 
 
+def _profile(rounds, rec) -> list[dict]:
+    """Per generation: prompt tokens (cached / evaluated), tokens written, seconds; the tool
+    calls' ms after the round that asked for them."""
+    out = []
+    for stats in rounds.profile:
+        out.append({k: (round(v, 2) if isinstance(v, float) else v) for k, v in stats.items()
+                    if k in ("prompt_tokens", "prompt_tokens_cached", "evaluated", "tokens",
+                             "first_token_s", "total_s", "wall_s", "finish")})
+    out.append({"tools_ms": [c["ms"] for c in rec["tool_calls"]]})
+    return out
+
+
 def measure(tools_on: bool, runs: int) -> dict:
     from s2s_desktop.pipeline.runner import HeadlessSession
     from s2s_desktop.profiles import for_profile
@@ -41,21 +55,26 @@ def measure(tools_on: bool, runs: int) -> dict:
         for kind, question in QUESTIONS.items():
             if kind == "tool" and not tools_on:
                 continue
-            recs = []
+            recs, profiles = [], []
             for _ in range(runs):
                 time.sleep(PAUSE_S)  # as a person pauses: the prefix is evaluated meanwhile
                 recs.append(session.ask(question))
+                rounds = getattr(session.pipeline.stages["llm"], "last_tool_rounds", None)
+                profiles.append(_profile(rounds, recs[-1]) if rounds else [])
             out[kind] = {
                 "release_to_first_audio_ms": statistics.median(
                     r["timings_ms"]["release_to_first_audio"] for r in recs),
                 "release_to_first_audio_ms_each": [
                     r["timings_ms"]["release_to_first_audio"] for r in recs],
+                "llm_total_ms": statistics.median(
+                    r["timings_ms"]["llm_total"] for r in recs),
                 "llm_first_token_ms": statistics.median(
                     r["timings_ms"]["llm_first_token"] for r in recs),
                 "prompt_tokens_evaluated_at_release": [
                     r["prompt_tokens_evaluated_at_release"] for r in recs],
                 "tool_calls": [[c["name"] for c in r["tool_calls"]] for r in recs],
                 "reply": recs[-1]["reply"],
+                "rounds": profiles,
             }
     finally:
         session.close()
@@ -84,9 +103,13 @@ def main() -> int:
         for kind, f in kinds.items():
             print(f"{setup:9} {kind:5}: release→first audio {f['release_to_first_audio_ms']:.0f} ms"
                   f" (each {f['release_to_first_audio_ms_each']}),"
-                  f" LLM first token {f['llm_first_token_ms']:.0f} ms, evaluated at release "
+                  f" LLM first token {f['llm_first_token_ms']:.0f} ms, LLM total "
+                  f"{f['llm_total_ms']:.0f} ms, evaluated at release "
                   f"{f['prompt_tokens_evaluated_at_release']}, calls {f['tool_calls']}: "
                   f"{f['reply']!r}")
+            for n, rounds in enumerate(f["rounds"], 1):
+                for r in rounds:
+                    print(f"    run {n}: {r}")
     print("load average", figures["load_average"])
     return 0
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from s2s_desktop.assistant.timers import TimerBook
+from s2s_desktop.config import LLMSettings
 from s2s_desktop.engines.base import LLMOptions
 from s2s_desktop.engines.llm.tool_calls import ToolCall, ToolCallSniffer, parse_tool_calls
 from s2s_desktop.tools.assistant_tools import assistant_toolbox
@@ -151,8 +152,42 @@ def test_the_same_call_again_is_not_run_again_the_model_answers_instead(box):
     llm = ScriptedToolLLM([_call("calculate", expression="17*23")],
                           [_call("calculate", expression="17*23")], ["It is 391."])
     rounds = ToolRounds(box)
+    sampled = LLMOptions.of(LLMSettings(temperature=0.7))  # a new try may differ
+    items = list(rounds.stream(llm, [{"role": "user", "content": "q"}], threading.Event(),
+                               sampled))
+    assert "".join(i for i in items if isinstance(i, str)) == "It is 391."
+    assert len(rounds.results) == 1
+
+
+def test_a_greedy_model_that_repeats_its_call_or_feeds_the_result_back_gets_the_result_said(
+        box):
+    """Qwen 0.5B after reading "391" calls calculate("391"), then the same again: greedy
+    decoding of the same prompt gives the same call, so the turn says the result at once
+    instead of generating it twice more (each ~17 tokens on a slow CPU)."""
+    for again in ("17*23", "391"):
+        llm = ScriptedToolLLM([_call("calculate", expression="17*23")],
+                              [_call("calculate", expression=again)], ["never asked"])
+        rounds = ToolRounds(box)
+        text, _ = _run(rounds, llm)
+        assert text == "391" and len(rounds.results) == 1 and len(llm.prompts) == 2
+
+
+def test_a_new_calculation_on_a_result_still_runs(box):
+    llm = ScriptedToolLLM([_call("calculate", expression="17*23")],
+                          [_call("calculate", expression="391 + 1")], ["It is 392."])
+    rounds = ToolRounds(box)
     text, _ = _run(rounds, llm)
-    assert text == "It is 391." and len(rounds.results) == 1
+    assert text == "It is 392." and [r.text for r in rounds.results] == ["391", "392"]
+
+
+def test_the_round_says_when_a_call_begins_before_it_is_written_whole(box):
+    llm = ScriptedToolLLM(["Let me work that out. ", "<tool", "_call>", '{"name": "calcu',
+                           'late", "arguments": {"expression": "2+2"}}</tool_call>'],
+                          ["It is ", "4."])
+    items = list(ToolRounds(box).stream(llm, [{"role": "user", "content": "q"}],
+                                        threading.Event()))
+    kinds = [type(i).__name__ if not isinstance(i, str) else i for i in items]
+    assert kinds == ["Let me work that out. ", "ToolStarting", "ToolFinished", "It is ", "4."]
 
 
 def test_a_result_that_tells_the_model_to_write_does_not_make_a_writing_tool_run(box, tmp_path):

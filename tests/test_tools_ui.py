@@ -33,11 +33,13 @@ def test_the_tools_tab_lists_the_tools_and_unticking_one_switches_it_off(qtbot):
     assert items["open_app"].checkState() == Qt.CheckState.Unchecked
     assert "asks first" in items["save_note"].text()
     items["calculate"].setCheckState(Qt.CheckState.Unchecked)
+    tab.cue.setCurrentIndex(tab.cue.findData("earcon"))
     new = settings.copy()
     fields.store(new)
     tab.store(new)
     assert sorted(new.tools.disabled) == ["calculate", "open_app"]
     assert new.tools.enabled and not new.tools.allow_writing
+    assert new.tools.checking_cue == "earcon"
 
 
 def _save_note_tool():

@@ -1,7 +1,7 @@
 """Earcons: the app's own short sounds (resources/earcons/, made by scripts/make_earcons.py)
-when listening starts and stops, when a turn fails, and when a timer is due. Played through
-the assistant's own output (the AudioSink), at `audio.earcon_volume`, unless `audio.earcons`
-is off."""
+when listening starts and stops, when a turn fails, when a timer is due, and when a tool
+turn begins a call (`tools.checking_cue`). Played through the assistant's own output (the
+AudioSink), at `audio.earcon_volume`, unless `audio.earcons` is off."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class Earcon(StrEnum):
     LISTEN_STOP = "listen-stop"
     ERROR = "error"
     TIMER = "timer"
+    CHECKING = "checking"  # a tool turn: the assistant is looking something up
 
 
 @lru_cache(maxsize=8)

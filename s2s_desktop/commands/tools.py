@@ -10,7 +10,8 @@ from ..config import Settings, config_dir, data_dir
 from ..tools.assistant_tools import assistant_toolbox
 from ..tools.mcp_config import FILENAME as MCP_FILE
 from ..tools.mcp_config import load_mcp_config
-from ..tools.mcp_servers import McpServers
+from ..tools.mcp_servers import START_TIMEOUT_S, McpServers
+from ..tools.model_support import model_tool_support
 
 
 def add_tools_parser(sub) -> None:
@@ -31,6 +32,7 @@ def tools_command(args, settings: Settings) -> int:
     try:
         servers.start()
         servers.wait_started()
+        servers.retry_failed(wait_s=START_TIMEOUT_S)  # once more: a server's slow first start
         rows = [{**t.spec.to_dict(), "enabled": t.spec.name not in box.disabled,
                  "asks_first": box.needs_permission(t)} for t in box.all_tools()]
         status = servers.status()
@@ -38,12 +40,19 @@ def tools_command(args, settings: Settings) -> int:
         servers.close()
         timers.close()
     problems += [f"MCP server '{s['server']}': {s['error']}" for s in status if s["error"]]
+    model = model_tool_support(settings)
     if args.json:
         print(json.dumps({"enabled": settings.tools.enabled, "tools": rows,
-                          "servers": status, "problems": problems}, ensure_ascii=False))
+                          "servers": status, "problems": problems,
+                          "model": model.model, "model_can_call_tools": model.can_call_tools,
+                          "model_advice": model.advice}, ensure_ascii=False))
         return 0
     if not settings.tools.enabled:
         print("tools are switched off (tools.enabled=false): models answer without them")
+    if model.can_call_tools:
+        print(f"The current model ({model.model}) can call tools.")
+    else:
+        print(model.advice)
     for row in rows:
         flags = [] if row["enabled"] else ["off"]
         flags += ["asks first"] if row["asks_first"] else []

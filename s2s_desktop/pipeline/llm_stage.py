@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import logging
 
+from ..assistant.earcons import Earcon, EarconPlayer
 from ..engines.base import LLMOptions
 from ..engines.llm.history import build_messages, prefix_messages, window
 from ..languages import DEFAULT_LANGUAGE, local_answer_note, with_reply_language
-from ..tools.rounds import ToolAsking, ToolFinished, ToolRounds, ToolSlow, with_data_rule
+from ..tools.rounds import (
+    ToolAsking,
+    ToolFinished,
+    ToolRounds,
+    ToolSlow,
+    ToolStarting,
+    with_data_rule,
+)
 from ..tools.toolbox import AskUser, ToolBox
 from .chunker import SentenceChunker
-from .messages import Prime, ReplyDone, Sentence, Transcript
+from .messages import Prime, ReplyDone, Sentence, SpeechChunk, Transcript
 from .repetition import LoopGuard
 from .stage import EngineStage
 from .turns import AnsweredBy, Conversation
@@ -23,7 +31,9 @@ from .turns import AnsweredBy, Conversation
 log = logging.getLogger(__name__)
 
 FIRST_AUDIO_WAIT_S = 5.0
-CHECKING = "Let me check. "  # said when a tool runs past SLOW_S
+CHECKING = "Let me check. "  # said when a call begins, or a tool runs past SLOW_S
+FLUSH = object()  # in the reply stream: a call begins, the words before it are said now
+EARCON = object()  # in the reply stream: the "checking" earcon plays (tools.checking_cue)
 
 
 class LLMStage(EngineStage):
@@ -92,6 +102,14 @@ class LLMStage(EngineStage):
                 for delta in self._reply_stream(msg.turn, messages, stop, LLMOptions.of(cfg)):
                     if stop.is_set():
                         break
+                    if delta is FLUSH:
+                        for piece in chunker.flush():
+                            index = yield from self._sentence(msg.turn, piece, index,
+                                                              msg.language)
+                        continue
+                    if delta is EARCON:
+                        yield from self._earcon(msg.turn)
+                        continue
                     if not delta:
                         continue
                     tokens += 1
@@ -150,8 +168,10 @@ class LLMStage(EngineStage):
         if not self._offer_tools():
             yield from self.engine.stream(messages, stop, options)
             return
+        self.tools.refresh()  # a server that failed is started again, for the turns after
         rounds = ToolRounds(self.tools, ask=self.ask_tool,
                             allow_writing=self.settings.tools.allow_writing)
+        self.last_tool_rounds = rounds  # its per-round profile, for scripts/measure_tool_turn
         said, answered = False, False  # anything yet; words since the last call ended
         try:
             for item in rounds.stream(self.engine, with_data_rule(messages), stop, options):
@@ -159,9 +179,12 @@ class LLMStage(EngineStage):
                     if item.strip():
                         said = answered = True
                     yield item
-                elif isinstance(item, ToolSlow) and not said:
-                    said = True
-                    yield CHECKING
+                elif isinstance(item, ToolStarting | ToolSlow):
+                    if said:  # the model's own words before the call: said now, not held
+                        yield FLUSH
+                    else:  # once a turn, before any word: never inside a sentence
+                        said = True
+                        yield from self._checking_cue()
                 elif isinstance(item, ToolAsking):  # said while the app waits for yes or no
                     said = True
                     yield f" {item.question} "
@@ -177,6 +200,22 @@ class LLMStage(EngineStage):
                 used = any(r.ok for r in rounds.results)
                 self.book.update(turn, tool_calls=[r.to_dict() for r in rounds.results],
                                  answered_by=(AnsweredBy.TOOL if used else AnsweredBy.LLM).value)
+
+    def _checking_cue(self):
+        """The cue a tool turn gives before its answer: the earcon where chosen (and earcons
+        are on), else the phrase."""
+        if self.settings.tools.checking_cue == "earcon" and self._earcon_samples() is not None:
+            yield EARCON
+        else:
+            yield CHECKING
+
+    def _earcon_samples(self):
+        return EarconPlayer(None, lambda: self.settings.audio).samples(Earcon.CHECKING)
+
+    def _earcon(self, turn: int):
+        made = self._earcon_samples()
+        if made is not None:  # a chime of the turn (sentence -1): not part of what was said
+            yield SpeechChunk(turn, pcm=made[0], sample_rate=made[1], sentence=-1)
 
     def _record_prompt_tokens(self, turn: int) -> None:
         evaluated = getattr(self.engine, "last_stats", {}).get("prompt_tokens_evaluated")

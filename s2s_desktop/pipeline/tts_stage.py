@@ -36,10 +36,10 @@ class TTSStage(EngineStage):
                 self.clock.context(msg.turn).first_audio.set()
 
     def needs_engine(self, msg) -> bool:
-        return not isinstance(msg, ReplyDone)
+        return not isinstance(msg, ReplyDone | SpeechChunk)
 
     def process(self, msg):
-        if isinstance(msg, ReplyDone):
+        if isinstance(msg, ReplyDone | SpeechChunk):  # a chime made upstream passes as it is
             yield msg
             return
         assert isinstance(msg, Sentence)

@@ -21,6 +21,7 @@ from .toolbox import ToolBox
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 20.0
+RETRY_GAP_S = 30.0  # a server that keeps failing is tried again at most this often per turn
 
 
 @dataclass
@@ -30,6 +31,7 @@ class _Server:
     closing: asyncio.Event | None = None
     error: str = ""
     generation: int = 0  # which start this is: an old session's end leaves a new one be
+    retried_at: float = 0.0  # time.monotonic() of the last retry_failed() start (0: none)
     ready: threading.Event = field(default_factory=threading.Event)
     tools: list[ToolSpec] = field(default_factory=list)
 
@@ -77,6 +79,8 @@ class McpServers:
         self._lock = threading.Lock()
         for c in configs:
             box.auto_approved |= {t for t in c.auto_approve}
+        # a turn that lists the tools starts failed servers again (in the background)
+        box.refresh = lambda: self.retry_failed(min_gap_s=RETRY_GAP_S)
 
     # -- lifecycle (any thread) -----------------------------------------------------------
     def start(self) -> None:
@@ -112,6 +116,29 @@ class McpServers:
         for server in self._servers.values():
             server.ready.wait(max(0.0, until - time.monotonic()))
 
+    def retry_failed(self, wait_s: float = 0.0, min_gap_s: float = 0.0) -> list[str]:
+        """Start again each server that failed to start or died (not one starting now, nor
+        one retried less than `min_gap_s` ago); wait up to `wait_s` for them. Their names."""
+        if self._loop is None:
+            return []
+        now = time.monotonic()
+        with self._lock:  # the LLM stage and Settings may ask at once: one start each
+            down = [s for s in self._servers.values() if s.ready.is_set() and s.session is None
+                    and (not s.retried_at or now - s.retried_at >= min_gap_s)]
+            for server in down:
+                log.info("MCP server %s: starting it again (%s)", server.config.name,
+                         server.error)
+                server.retried_at = now
+                self._launch(server)
+        until = now + wait_s
+        for server in down:
+            server.ready.wait(max(0.0, until - time.monotonic()))
+        return [s.config.name for s in down]
+
+    def starting(self) -> bool:
+        """A server is starting now (its tools may come)."""
+        return any(not s.ready.is_set() for s in self._servers.values())
+
     def close(self) -> None:
         loop = self._loop
         if loop is None:
@@ -131,7 +158,8 @@ class McpServers:
 
     def status(self) -> list[dict]:
         return [{"server": name, "transport": s.config.transport,
-                 "running": s.session is not None, "error": s.error,
+                 "running": s.session is not None, "starting": not s.ready.is_set(),
+                 "error": s.error,
                  "tools": [t.name for t in s.tools]} for name, s in self._servers.items()]
 
     # -- the loop's side --------------------------------------------------------------------
@@ -152,7 +180,7 @@ class McpServers:
                 await asyncio.wait_for(session.initialize(), START_TIMEOUT_S)
                 listed = await asyncio.wait_for(session.list_tools(), START_TIMEOUT_S)
                 self._register(server, listed.tools)
-                server.session, server.error = session, ""
+                server.session, server.error, server.retried_at = session, "", 0.0
                 server.ready.set()
                 log.info("MCP server %s: %d tools", cfg.name, len(server.tools))
                 await closing.wait()
@@ -187,8 +215,10 @@ class McpServers:
     # -- calls (the LLM stage's thread) ---------------------------------------------------
     def call(self, server_name: str, tool_name: str, args: dict, stop: threading.Event) -> str:
         server = self._servers[server_name]
-        if server.session is None:  # failed or died: started again now
-            self._launch(server)
+        if server.session is None:  # failed or died: started again now (unless it is starting)
+            with self._lock:
+                if server.ready.is_set() and server.session is None:
+                    self._launch(server)
             server.ready.wait(START_TIMEOUT_S)
             if server.session is None:
                 raise ToolError(f"the MCP server '{server_name}' is not running: "
@@ -241,4 +271,8 @@ def _why(cfg: McpServerConfig, exc: BaseException) -> str:
                 f"mcpServers.{cfg.name}.command in mcp.json")
     if isinstance(inner, TimeoutError):
         return f"it did not answer within {START_TIMEOUT_S:.0f} s"
+    if "connection closed" in str(inner).lower() and cfg.transport != "http":
+        command = " ".join([cfg.command, *cfg.args])
+        return (f"it exited before answering (connection closed): run `{command}` in a "
+                "terminal to see its error")
     return f"{type(inner).__name__}: {inner}" if str(inner) else type(inner).__name__

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -37,6 +38,12 @@ class ToolAsking:
 
 
 @dataclass(frozen=True)
+class ToolStarting:
+    """The model has begun writing a tool call: what it said so far is complete, and a turn
+    that has said nothing yet can give its cue now, not after the call is written."""
+
+
+@dataclass(frozen=True)
 class ToolSlow:
     """A call runs past SLOW_S: time to say something."""
 
@@ -48,7 +55,7 @@ class ToolFinished:
     result: ToolResult
 
 
-ToolEvent = ToolAsking | ToolSlow | ToolFinished
+ToolEvent = ToolStarting | ToolAsking | ToolSlow | ToolFinished
 
 
 def result_message(result: ToolResult) -> dict:
@@ -71,11 +78,13 @@ def with_data_rule(messages: list[dict]) -> list[dict]:
 
 
 def _text_and_calls(engine, messages: list[dict], stop: threading.Event,
-                    calls: list[ToolCall], options: LLMOptions) -> Iterator[str]:
-    """The engine's text deltas; the calls it wrote are put in `calls` (read from the text
-    where the model writes them in its template's format)."""
+                    calls: list[ToolCall], options: LLMOptions) -> Iterator[str | ToolStarting]:
+    """The engine's text deltas, and ToolStarting once when a call begins; the calls it wrote
+    are put in `calls` (read from the text where the model writes them in its template's
+    format)."""
     # the sniffer stays on in the round without tools: a call written there is not spoken
     sniffer = ToolCallSniffer() if engine.tool_calls_in_text else None
+    begun = False
     for item in engine.stream(messages, stop, options):
         if isinstance(item, ToolCall):
             calls.append(item)
@@ -83,6 +92,11 @@ def _text_and_calls(engine, messages: list[dict], stop: threading.Event,
             text = sniffer.feed(item) if sniffer else item
             if text:
                 yield text
+        else:
+            continue
+        if not begun and (calls or (sniffer is not None and sniffer.call_begun)):
+            begun = True
+            yield ToolStarting()
     if sniffer is not None:
         rest, found = sniffer.finish()
         calls.extend(found)
@@ -102,26 +116,41 @@ class ToolRounds:
         self.allow_writing = allow_writing
         self.max_rounds = max_rounds
         self.results: list[ToolResult] = []
+        self.profile: list[dict] = []  # per generation: the engine's stats, then tool ms
+
+    def _note_round(self, engine, started: float) -> None:
+        stats = dict(getattr(engine, "last_stats", {}) or {})
+        stats["wall_s"] = round(time.monotonic() - started, 3)
+        self.profile.append(stats)
+        log.info("tools: round %d: %s", len(self.profile), stats)
 
     def stream(self, engine, messages: list[dict], stop: threading.Event,
                options: LLMOptions | None = None) -> Iterator[str | ToolEvent]:
         """Text deltas of the answer, with ToolEvents as calls run. `self.results` holds the
         turn's calls once it ends."""
         self.options = options or LLMOptions.of(LLMSettings())  # the turn's own, per call
-        self.results = []
+        self.results, self.profile = [], []
         messages = list(messages)
         told_once = False
         for round_no in range(self.max_rounds + 1):
             calls: list[ToolCall] = []
-            yield from _text_and_calls(engine, messages, stop, calls, self.options)
+            started, wrote = time.monotonic(), False
+            for item in _text_and_calls(engine, messages, stop, calls, self.options):
+                wrote = wrote or (isinstance(item, str) and bool(item.strip()))
+                yield item
+            self._note_round(engine, started)
             if stop.is_set() or not calls:
                 return
-            made = {(r.call.name, repr(r.call.arguments)) for r in self.results}
-            again = all((c.name, repr(c.arguments)) in made for c in calls)
-            last = round_no == self.max_rounds or told_once or again
-            if last:  # no more calls this turn (or the same ones again): answer without tools
-                log.info("tools: the model called again after its last round; answering "
-                         "without tools")
+            again = all(self._repeats(c) for c in calls)
+            if again and float(self.options.temperature) == 0:
+                # the same prompt again would give the same calls again (greedy): the results
+                # in hand are the answer (Qwen 0.5B feeds "391" back into the calculator)
+                log.info("tools: the model repeated its calls; the results are the answer")
+                if not wrote:
+                    yield self.fallback_answer()
+                return
+            if round_no == self.max_rounds or told_once or again:
+                log.info("tools: no more calls this turn; answering without tools")
                 yield from self._without_tools(engine, messages, stop)
                 return
             messages.append({"role": "assistant", "content": "",
@@ -136,13 +165,29 @@ class ToolRounds:
                 if result.outcome in (CallOutcome.UNKNOWN, CallOutcome.BAD_ARGUMENTS):
                     told_once = True
 
+    def _repeats(self, call: ToolCall) -> bool:
+        """A call made already this turn, or one that passes a result back into the tool that
+        gave it (a small model that has its answer but cannot stop calling)."""
+        for r in self.results:
+            if r.call.name != call.name:
+                continue
+            if r.call.arguments == call.arguments:
+                return True
+            if r.ok and r.text.strip() and any(
+                    str(v).strip() == r.text.strip() for v in call.arguments.values()):
+                return True
+        return False
+
     def _without_tools(self, engine, messages: list[dict], stop: threading.Event):
         """The last generation: calls written now are not run (the tool list stays in the
         prompt, so its cached prefix holds; listing none would re-read the whole prompt)."""
         wrote, ignored = False, []
+        started = time.monotonic()
         for text in _text_and_calls(engine, messages, stop, ignored, self.options):
-            wrote = wrote or bool(text.strip())
-            yield text
+            if isinstance(text, str):
+                wrote = wrote or bool(text.strip())
+                yield text
+        self._note_round(engine, started)
         if not wrote and not stop.is_set():
             yield self.fallback_answer()
 

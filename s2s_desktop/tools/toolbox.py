@@ -53,6 +53,8 @@ class ToolBox:
         self.disabled = set(disabled)
         self.auto_approved = set(auto_approved)
         self.time_limit_s = time_limit_s
+        # called when a turn lists the tools: MCP servers that failed start again meanwhile
+        self.refresh: Callable[[], object] = lambda: None
         for tool in tools:
             self.add(tool)
 

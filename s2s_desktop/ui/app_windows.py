@@ -57,6 +57,7 @@ class AppWindows:
                 saved=self.launch.base(),
                 launch_note=self._launch_note(),
                 tools=self.pipeline.tools,
+                mcp_servers=self.pipeline.mcp,
             )
             dialog.saved_changed.connect(self.settings_saved)
             return dialog

@@ -88,6 +88,7 @@ class SettingsDialog(QDialog):
         saved: config.Settings | None = None,
         launch_note: str = "",
         tools=None,
+        mcp_servers=None,
     ):
         super().__init__(parent)
         self.setWindowTitle("Settings")  # Qt appends the app name
@@ -117,7 +118,7 @@ class SettingsDialog(QDialog):
         self.tabs.addTab(self._assistant_tab(models), "Assistant")
         self.server = ServerTab(self.fields)
         self.tabs.addTab(self.server, "Server")
-        self.tools = ToolsTab(self.fields, tools)
+        self.tools = ToolsTab(self.fields, tools, servers=mcp_servers)
         self.tabs.addTab(self.tools, "Tools")
         self.models.backend_changed.connect(self.compute.backend_changed)
 

@@ -192,11 +192,13 @@ class LlamaCppLLM(LLMEngine):
             return
         temperature = float(options.temperature)
         t0 = time.monotonic()
-        stats = {"tokens": 0, "first_token_s": None, "finish": None,
-                 "prompt_tokens_evaluated": None}
-        self.last_stats = stats
         prompt = self._render(messages)
         ids = self._ids(prompt.prompt, prompt)
+        # the KV cache holds this prompt's first `cached` tokens: only the rest is evaluated
+        stats = {"tokens": 0, "first_token_s": None, "finish": None,
+                 "prompt_tokens_evaluated": None, "prompt_tokens": len(ids),
+                 "prompt_tokens_cached": self.llm.longest_token_prefix(self.llm._input_ids, ids)}
+        self.last_stats = stats
         evaluated_before = self.llm.evaluated
         try:
             chunks = self.llm.create_completion(
@@ -230,6 +232,7 @@ class LlamaCppLLM(LLMEngine):
         finally:
             chunks.close()  # ends generation now; the KV cache keeps what was evaluated
             stats["total_s"] = time.monotonic() - t0
+            stats["evaluated"] = self.llm.evaluated - evaluated_before  # prompt + written
             if stop.is_set():
                 stats["finish"] = "cancelled"
 

@@ -110,6 +110,11 @@ class ToolCallSniffer:
         self._capturing = False
         self._started = False
 
+    @property
+    def call_begun(self) -> bool:
+        """The reply has started a tool call (a `<tool_call>` tag or a bare "{")."""
+        return self._capturing
+
     def feed(self, delta: str) -> str:
         if self._capturing:
             self._held += delta
