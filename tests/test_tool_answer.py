@@ -184,9 +184,6 @@ def test_a_tap_does_not_answer_and_an_answer_after_a_click_is_dropped(asked, qtb
 
 
 # ------------------------------------------------------------------ a stopped tool's record
-@pytest.mark.xfail(strict=True, reason=(
-    "the turn is closed by Stop (player.close_turn) before the LLM stage's `finally` books its "
-    "tool_calls, so history has no record of the cancelled call (seen in test_tools_e2e.py)"))
 def test_a_tool_cancelled_by_stop_is_recorded_as_cancelled(tool_session):  # noqa: F811
     session, seen = tool_session
     turn = session.pipeline.submit_text("Look it up.")

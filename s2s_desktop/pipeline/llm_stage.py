@@ -21,6 +21,7 @@ from ..tools.rounds import (
     ToolStarting,
     with_data_rule,
 )
+from ..tools.spec import CallOutcome
 from ..tools.toolbox import AskUser, ToolBox
 from .chunker import SentenceChunker
 from .messages import Prime, ReplyDone, Sentence, SpeechChunk, Transcript
@@ -169,8 +170,14 @@ class LLMStage(EngineStage):
             yield from self.engine.stream(messages, stop, options)
             return
         self.tools.refresh()  # a server that failed is started again, for the turns after
+        # booked as each call starts and ends: Stop may close the turn while a call runs
+        def record(calls: list[dict]) -> None:
+            used = any(c["outcome"] == CallOutcome.OK for c in calls)
+            self.book.update(turn, tool_calls=calls,
+                             answered_by=(AnsweredBy.TOOL if used else AnsweredBy.LLM).value)
+
         rounds = ToolRounds(self.tools, ask=self.ask_tool,
-                            allow_writing=self.settings.tools.allow_writing)
+                            allow_writing=self.settings.tools.allow_writing, on_record=record)
         self.last_tool_rounds = rounds  # its per-round profile, for scripts/measure_tool_turn
         said, answered = False, False  # anything yet; words since the last call ended
         try:
@@ -197,9 +204,7 @@ class LLMStage(EngineStage):
                 yield rounds.fallback_answer()  # no words after the calls: say the result
         finally:  # also when the turn is stopped: the calls made are recorded
             if rounds.results:
-                used = any(r.ok for r in rounds.results)
-                self.book.update(turn, tool_calls=[r.to_dict() for r in rounds.results],
-                                 answered_by=(AnsweredBy.TOOL if used else AnsweredBy.LLM).value)
+                record(rounds.record())
 
     def _checking_cue(self):
         """The cue a tool turn gives before its answer: the earcon where chosen (and earcons

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..config import LLMSettings
@@ -110,8 +110,13 @@ class ToolRounds:
     from the user's own request run unasked (`run --allow-tools`)."""
 
     def __init__(self, box: ToolBox, ask: AskUser | None = None, allow_writing: bool = False,
-                 max_rounds: int = MAX_ROUNDS):
+                 max_rounds: int = MAX_ROUNDS,
+                 on_record: Callable[[list[dict]], None] | None = None):
         self.box = box
+        # told the turn's calls as each starts and ends: a turn Stop closes mid-call still
+        # records that call (as cancelled), since the stream only notices the stop later
+        self.on_record = on_record
+        self._running: tuple[ToolCall, float] | None = None
         self.ask = ask
         self.allow_writing = allow_writing
         self.max_rounds = max_rounds
@@ -156,14 +161,31 @@ class ToolRounds:
             messages.append({"role": "assistant", "content": "",
                              "tool_calls": [c.to_message() for c in calls]})
             for call in calls:
+                self._running = (call, time.monotonic())
+                self._tell()
                 result = yield from self._call(call, stop, after_results=round_no > 0)
+                self._running = None
                 self.results.append(result)
+                self._tell()
                 if stop.is_set():
                     return
                 yield ToolFinished(result)
                 messages.append(result_message(result))
                 if result.outcome in (CallOutcome.UNKNOWN, CallOutcome.BAD_ARGUMENTS):
                     told_once = True
+
+    def record(self) -> list[dict]:
+        """The turn's calls so far; one still running is recorded as cancelled."""
+        done = [r.to_dict() for r in self.results]
+        if self._running is not None:
+            call, since = self._running
+            done.append(ToolResult(call, CallOutcome.CANCELLED, "stopped while it ran",
+                                   ms=(time.monotonic() - since) * 1000).to_dict())
+        return done
+
+    def _tell(self) -> None:
+        if self.on_record is not None:
+            self.on_record(self.record())
 
     def _repeats(self, call: ToolCall) -> bool:
         """A call made already this turn, or one that passes a result back into the tool that
