@@ -156,3 +156,28 @@ def session_factory(monkeypatch):
     yield make
     for s in made:
         assert s.close(), "pipeline threads did not stop within 2 s"
+
+
+class VADSettings:
+    """The VAD as hands-free listening runs it (the listener's tests and the echo rig)."""
+    threshold, min_speech_ms, min_silence_ms = 0.5, 150, 300
+
+
+@pytest.fixture(scope="module")
+def vad():
+    """The real silero VAD, one per module (its stream state is the module's own)."""
+    from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
+
+    engine = SileroOnnxVAD(VADSettings())
+    engine.load()
+    return engine
+
+
+@pytest.fixture(scope="module")
+def turn_model():
+    """The real end-of-turn model (Smart Turn v3.2)."""
+    from s2s_desktop.engines.turn.smart_turn import SmartTurn
+
+    model = SmartTurn()
+    model.load()
+    return model

@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 
 from s2s_desktop.audio import echo as echo_module
-from s2s_desktop.engines.turn.smart_turn import SmartTurn
-from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
 from s2s_desktop.engines.vad.silero_stream import SileroStream
 from s2s_desktop.hands_free.listener import HandsFreeEventKind, HandsFreeListener, TurnTaking
 from tests.conftest import listen
@@ -26,24 +24,6 @@ RATE = 16000
 Kind = HandsFreeEventKind
 REPLY = ("That is a good question. The short answer is that it depends on a few things. Let me "
          "explain the most important one first, and then we can go into the details.")
-
-
-class VADSettings:
-    threshold, min_speech_ms, min_silence_ms = 0.5, 150, 300
-
-
-@pytest.fixture(scope="module")
-def vad():
-    engine = SileroOnnxVAD(VADSettings())
-    engine.load()
-    return engine
-
-
-@pytest.fixture(scope="module")
-def turn_model():
-    model = SmartTurn()
-    model.load()
-    return model
 
 
 @pytest.fixture(scope="module")

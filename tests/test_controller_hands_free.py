@@ -18,16 +18,6 @@ from tests.helpers.fake_sounddevice import FakeSoundDevice, Room
 from tests.test_controller import hold, ready, rig  # noqa: F401 (rig is a fixture)
 
 
-@pytest.fixture(scope="module")
-def vad():
-    from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
-    from tests.test_hands_free import VADSettings
-
-    engine = SileroOnnxVAD(VADSettings())
-    engine.load()
-    return engine
-
-
 def hands_free(c, vad, sd):
     """The controller's session factory: the app's, less the echo canceller and Smart Turn
     (silence ends a turn), on the fake device."""

@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 
 from s2s_desktop.audio import echo as echo_module
-from s2s_desktop.engines.turn.smart_turn import SmartTurn
-from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
 from s2s_desktop.engines.vad.silero_stream import SileroStream
 from s2s_desktop.hands_free.listener import (
     SILENCE_ONLY_MS,
@@ -29,22 +27,6 @@ BLOCK = 1024  # 64 ms microphone blocks, as HandsFreeSession opens them
 Kind = HandsFreeEventKind
 
 
-class VADSettings:
-    threshold, min_speech_ms, min_silence_ms = 0.5, 150, 300
-
-
-@pytest.fixture(scope="module")
-def vad():
-    engine = SileroOnnxVAD(VADSettings())
-    engine.load()
-    return engine
-
-
-@pytest.fixture(scope="module")
-def turn_model():
-    model = SmartTurn()
-    model.load()
-    return model
 
 
 def listener(vad, turn_model=None, echo=None, **tuning):

@@ -15,25 +15,6 @@ from tests.helpers.clips import read_wav, silence
 from tests.test_hands_free import feed, listener
 
 
-@pytest.fixture(scope="module")
-def turn_model():
-    from s2s_desktop.engines.turn.smart_turn import SmartTurn
-
-    model = SmartTurn()
-    model.load()
-    return model
-
-
-@pytest.fixture(scope="module")
-def vad():
-    from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
-    from tests.test_hands_free import VADSettings
-
-    engine = SileroOnnxVAD(VADSettings())
-    engine.load()
-    return engine
-
-
 @pytest.mark.e2e
 def test_spoken_question_is_answered_without_a_key(speech, starter_session, vad, turn_model):
     ended = []

@@ -165,9 +165,9 @@ def test_talk_start_while_loading_fails_with_the_reason(qtbot, running_app):
 
 def test_hands_free_on_and_off_from_the_command_line(qtbot, running_app):
     from s2s_desktop.engines.vad.silero_onnx import SileroOnnxVAD
+    from tests.conftest import VADSettings
     from tests.helpers.fake_sounddevice import FakeSoundDevice
     from tests.test_controller_hands_free import hands_free
-    from tests.test_hands_free import VADSettings
 
     app = running_app
     vad = SileroOnnxVAD(VADSettings())

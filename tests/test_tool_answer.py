@@ -183,17 +183,6 @@ def test_a_tap_does_not_answer_and_an_answer_after_a_click_is_dropped(asked, qtb
     assert c.answers == []
 
 
-# ------------------------------------------------------------------ a stopped tool's record
-def test_a_tool_cancelled_by_stop_is_recorded_as_cancelled(tool_session):  # noqa: F811
-    session, seen = tool_session
-    turn = session.pipeline.submit_text("Look it up.")
-    assert seen["started"].wait(30)
-    session.pipeline.interrupt()
-    rec = session.wait(turn, 30)
-    assert rec.reason == "interrupted"
-    assert [(c["name"], c["outcome"]) for c in rec.tool_calls] == [("slow_lookup", "cancelled")]
-
-
 def test_a_hushed_turn_plays_nothing_until_unhushed_and_goes_on():
     """The player side of the key held to answer: the question's audio is dropped while the
     key is down, the answer after it plays, and the turn is not closed by it."""

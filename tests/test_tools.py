@@ -490,6 +490,8 @@ def test_stop_during_a_slow_tool_cancels_it_and_the_turn(tool_session):
     assert rec.reason == "interrupted"
     assert seen["stopped"].wait(5)  # the tool saw the turn's stop before its 1.2 s were up
     assert "forty-two" not in rec.reply
+    # recorded although the turn closed before the stream noticed the stop
+    assert [(c["name"], c["outcome"]) for c in rec.tool_calls] == [("slow_lookup", "cancelled")]
 
 
 def test_a_bare_call_followed_by_a_made_up_result_is_a_call_not_spoken_json():
