@@ -16,7 +16,7 @@ from s2s_desktop.hands_free.listener import HandsFreeListener, TurnTaking
 from s2s_desktop.hands_free.turns import HandsFreeTurns
 from tests.conftest import listen, same_words
 from tests.helpers.clips import read_wav, silence
-from tests.test_hands_free_turns import CallLog, vad  # noqa: F401 (a fixture)
+from tests.test_hands_free_turns import CallLog
 
 pytest.importorskip("livekit.rtc", reason='pip install "s2s-desktop[hands-free]"')
 RATE, BLOCK = 16000, 1024

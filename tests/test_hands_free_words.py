@@ -16,7 +16,7 @@ from s2s_desktop.hands_free.words import PipelineWords
 from s2s_desktop.states import TurnReason
 from tests.conftest import same_words
 from tests.helpers.clips import read_wav, silence
-from tests.test_barge_in import RATE, T0, Kind, Room, kinds, listener, reply, turn_model, vad  # noqa: F401
+from tests.test_barge_in import RATE, T0, Kind, Room, kinds, listener, reply  # noqa: F401
 
 pytest.importorskip("livekit.rtc", reason='pip install "s2s-desktop[hands-free]"')
 BLOCK = 1024
