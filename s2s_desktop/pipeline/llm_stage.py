@@ -180,31 +180,27 @@ class LLMStage(EngineStage):
                             allow_writing=self.settings.tools.allow_writing, on_record=record)
         self.last_tool_rounds = rounds  # its per-round profile, for scripts/measure_tool_turn
         said, answered = False, False  # anything yet; words since the last call ended
-        try:
-            for item in rounds.stream(self.engine, with_data_rule(messages), stop, options):
-                if isinstance(item, str):
-                    if item.strip():
-                        said = answered = True
-                    yield item
-                elif isinstance(item, ToolStarting | ToolSlow):
-                    if said:  # the model's own words before the call: said now, not held
-                        yield FLUSH
-                    else:  # once a turn, before any word: never inside a sentence
-                        said = True
-                        yield from self._checking_cue()
-                elif isinstance(item, ToolAsking):  # said while the app waits for yes or no
+        for item in rounds.stream(self.engine, with_data_rule(messages), stop, options):
+            if isinstance(item, str):
+                if item.strip():
+                    said = answered = True
+                yield item
+            elif isinstance(item, ToolStarting | ToolSlow):
+                if said:  # the model's own words before the call: said now, not held
+                    yield FLUSH
+                else:  # once a turn, before any word: never inside a sentence
                     said = True
-                    yield f" {item.question} "
-                elif isinstance(item, ToolFinished):
-                    answered = False
-                    self.events.tool_call.emit(turn, item.result.to_dict())
-                    log.info("turn %s: tool %s %s in %.0f ms", turn, item.result.call.name,
-                             item.result.outcome, item.result.ms)
-            if rounds.results and not answered and not stop.is_set():
-                yield rounds.fallback_answer()  # no words after the calls: say the result
-        finally:  # also when the turn is stopped: the calls made are recorded
-            if rounds.results:
-                record(rounds.record())
+                    yield from self._checking_cue()
+            elif isinstance(item, ToolAsking):  # said while the app waits for yes or no
+                said = True
+                yield f" {item.question} "
+            elif isinstance(item, ToolFinished):
+                answered = False
+                self.events.tool_call.emit(turn, item.result.to_dict())
+                log.info("turn %s: tool %s %s in %.0f ms", turn, item.result.call.name,
+                         item.result.outcome, item.result.ms)
+        if rounds.results and not answered and not stop.is_set():
+            yield rounds.fallback_answer()  # no words after the calls: say the result
 
     def _checking_cue(self):
         """The cue a tool turn gives before its answer: the earcon where chosen (and earcons
