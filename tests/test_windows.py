@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -288,6 +289,28 @@ def test_a_warm_up_at_start_leaves_the_microphone_closed():
     feeder.start()
     took = mic.warm_up(timeout_s=2.0)  # waits (in real time) for that first block
     assert took is not None and not mic.is_open and not sd.streams[-1].active
+
+
+def test_a_press_during_the_warm_up_keeps_its_recording():
+    """The CI failure of session 12: the key went down while the start-up warm-up waited for
+    its first block; the warm-up then closed and reopened the stream under the recording,
+    and the turn ended with "the microphone is not open"."""
+    import threading
+
+    sd = FakeSD()
+    mic = Microphone(sd=sd, keep_open=False)
+    warm = threading.Thread(target=mic.warm_up, kwargs={"timeout_s": 1.0})
+    warm.start()
+    while not sd.streams:  # the warm-up has opened its stream and waits for audio
+        time.sleep(0.005)
+    mic.start_recording()
+    said = np.full(320, 0.25, np.float32)
+    sd.streams[-1].feed(said)
+    warm.join(timeout=5)
+    assert not warm.is_alive() and mic.warmed_up
+    assert mic.is_open and mic.recording and len(sd.streams) == 1
+    mic.check()  # still delivering as far as the press is concerned
+    assert np.array_equal(mic.stop_recording(), said)
 
 
 def test_a_warm_up_that_hears_nothing_says_so_in_the_log(caplog):

@@ -125,13 +125,13 @@ class Microphone:
         press will wait for audio: the sound system's first open of a run is slow (1.4-2 s
         through PulseAudio), and on some systems every open is (an idle PulseAudio source,
         1.5 s here). A device slower than SLOW_OPEN_MS stays open. Returns the first open's
-        time to the first sample (ms). Safe to run in a thread: a press meanwhile waits."""
-        with self._warming:
-            took = self._open_and_wait(timeout_s)
-            if not self.keep_open:
-                self.close()
-                again = self._open_and_wait(timeout_s)
-                if again is None or not self._kept_if_slow(again):
+        time to the first sample (ms). Safe to run in a thread: a press meanwhile takes the
+        stream over, and the warm-up then neither reopens nor closes it."""
+        took = self._warm_open(timeout_s)
+        if not self.keep_open:
+            again = self._warm_open(timeout_s)
+            with self._warming:
+                if not self.recording and (again is None or not self._kept_if_slow(again)):
                     self.close()
         self.warmed_up = True
         if took is None:
@@ -141,8 +141,13 @@ class Microphone:
             log.info("microphone warmed up: first audio after %.0f ms", took)
         return took
 
-    def _open_and_wait(self, timeout_s: float) -> float | None:
-        self.open()
+    def _warm_open(self, timeout_s: float) -> float | None:
+        """(Re)open and wait for the first sample; None when a press owns the stream or no
+        audio came. The wait holds no lock, so a press is never kept waiting by it."""
+        with self._warming:
+            if self.recording:
+                return None
+            self.open()
         deadline = time.monotonic() + timeout_s  # real time, whatever clock stamps the audio
         while self.open_to_first_sample_ms is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -213,10 +218,13 @@ class Microphone:
         """Begin a recording that starts with up to the pre-roll of audio already heard
         (none from before `since`). `on_chunk` gets the recording as it grows, 16 kHz mono,
         pre-roll first (from the audio thread). Opens the device on first use or after a loss."""
-        if self._stream is None or self._lost:
-            with self._warming:
+        with self._warming:  # a warm-up in its thread neither reopens nor closes it now
+            if self._stream is None or self._lost:
                 self.open()
-        self.check()
+            self.check()
+            self._begin(since, on_chunk)
+
+    def _begin(self, since: float | None, on_chunk) -> None:
         with self._lock:  # under the lock, so pre-roll and new blocks are passed on in order
             blocks = [b for t, b in self._ring if since is None or t > since]
             self._recording = blocks
