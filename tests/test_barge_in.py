@@ -149,3 +149,57 @@ def test_own_voice_with_a_slipped_reference_starts_no_turn(vad, turn_model, repl
     events = room.run(listener(vad, turn_model), len(reply) / RATE + 2.0)
     assert Kind.BARGE_IN not in kinds(events) and Kind.SPEECH_STARTED not in kinds(events)
     assert room.pos == len(reply)
+
+
+class ScriptedVAD:
+    """A VAD stream that hears voice exactly where the script says (one entry per 32 ms)."""
+
+    def __init__(self, voiced: list[bool]):
+        self.voiced = list(voiced)
+
+    def push(self, block):
+        n = len(block) // 512
+        said, self.voiced = self.voiced[:n], self.voiced[n:]
+        return [0.9 if v else 0.0 for v in said] + [0.0] * (n - len(said))
+
+
+class SilentEcho:
+    """A canceller that hands the microphone on as it is; the reply's last sound was played
+    at `last_sound_at`."""
+
+    def __init__(self, last_sound_at: float):
+        self.last_sound_at = last_sound_at
+        self.last_input = np.zeros(0, np.float32)
+        self.last_reference_power = 0.0
+
+    def clean(self, block, captured_at):
+        self.last_input = block
+        return block
+
+    def playing_recently(self, now, within_s=0.3):
+        return now - self.last_sound_at <= within_s
+
+
+@pytest.mark.parametrize("ends_after_sound_s, pauses_again", [(0.1, False), (0.6, True)])
+def test_a_voice_that_ends_with_the_replys_sound_was_its_echo(ends_after_sound_s, pauses_again):
+    """On a loaded machine the echo went on ~250 ms after the pause (output buffer, room, the
+    VAD's hangover) and the reply paused again every second. Speech that ends just after the
+    reply's last sound was its echo: for a while only the guard may pause it; a voice that
+    goes on well after that was the user, and a voice may pause the reply again at once."""
+    w = 0.032
+    pause_run, after = 4, 10  # 128 ms pause the reply, then 320 ms more speech while paused
+    quiet = 20  # 640 ms of silence: resumed
+    script = [True] * (pause_run + after) + [False] * quiet + [True] * 6 + [False] * 10
+    hf = HandsFreeListener(ScriptedVAD(script), None, None, TurnTaking(use_turn_model=False))
+    speech_end = T0 + (pause_run + after) * w
+    hf.echo = SilentEcho(last_sound_at=speech_end - ends_after_sound_s)
+    hf.guard.judge = lambda *args, **kw: False  # never "well above the echo": the guard is off
+    hf.guard.louder_than_echo = False
+    hf.guard.canceller_working = lambda: True  # so only a working canceller lets a voice pause
+    hf.replying = True
+    events = []
+    for k in range(len(script) // 2):  # 64 ms blocks
+        events += hf.process(np.zeros(1024, np.float32), T0 + k * 2 * w)
+    assert kinds(events)[:2] == [Kind.REPLY_PAUSED, Kind.REPLY_RESUMED]
+    assert (Kind.REPLY_PAUSED in kinds(events)[2:]) is pauses_again
+    assert Kind.BARGE_IN not in kinds(events)

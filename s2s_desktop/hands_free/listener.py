@@ -54,6 +54,10 @@ REANCHOR_S = 0.1  # a block this far from where the last one ended: the clock fo
 # a pause silences the echo this soon (output buffer, room, a microphone block): speech that
 # stops sooner stopped with the reply
 ECHO_STOPS_MS = 200
+# ...or speech that ends this soon after the reply's last sound was played (output latency,
+# room, the VAD's hangover): on a loaded machine the echo outlasted ECHO_STOPS_MS, and the
+# reply paused again every second ("Yeah." on the echo rig under load)
+ECHO_ENDS_AFTER_SOUND_S = 0.3
 NO_REFERENCE_S = 1.5  # replying with nothing played this long: the reference is missing
 
 
@@ -104,9 +108,11 @@ class TurnTaking:
     # or the canceller took this much out of the echo alone lately (it is working)
     canceller_working_db: float = 15.0
     guard_only_s: float = 2.0  # after a pause by the echo, only the guard may pause the reply
-    # then, with the reply paused: this much speech is a barge-in (espeak's "Mm-hm." is 770 ms
-    # of voice, "Stop, what is the capital" reaches it 1.1 s after its onset)...
-    commit_ms: int = 960
+    # then, with the reply paused: this much speech is a barge-in. espeak's "Mm-hm." is 770 ms
+    # of voice; with the VAD's hangover and the echo still arriving after the pause it
+    # counted 864-960 ms on a loaded machine (960 stopped the reply in CI). A question said
+    # over the reply loses nothing by the wait: the reply is paused, the turn kept from onset
+    commit_ms: int = 1280
     # ...and this much silence before that ends a backchannel: the reply resumes (on the rig
     # "Stop," left 320 ms of silence on the cleaned signal before "what is the capital")
     resume_after_ms: int = 480
@@ -337,6 +343,9 @@ class HandsFreeListener:
         else:
             self._silence += 1
         if self._pause_speech >= tune.windows(tune.commit_ms):
+            log.debug("barge-in: %d ms of speech over the paused reply (%d ms since the pause)",
+                      self._pause_speech * WINDOW_S * 1000,
+                      (self._done - self._pause_from) / SAMPLE_RATE * 1000)
             return self._commit(now)
         if self._silence < tune.windows(tune.resume_after_ms):
             return None
@@ -348,13 +357,21 @@ class HandsFreeListener:
             return self._commit(now)
         log.debug("a backchannel (%d ms of speech, %r): the reply resumes",
                   self._pause_speech * WINDOW_S * 1000, text[-40:])
+        echo_like = self._stopped_with_the_reply()
         self._paused, self._silence = False, 0
         self._last_activity = now
-        if self._speech_while_paused < tune.windows(ECHO_STOPS_MS):
+        if echo_like:
             # it stopped with the reply: the app's own echo, leaking through the canceller.
             # For a while only the guard may pause it
             self._guard_only_until = now + tune.guard_only_s
         return self._event(HandsFreeEventKind.REPLY_RESUMED, now)
+
+    def _stopped_with_the_reply(self) -> bool:
+        if self._speech_while_paused < self.tuning.windows(ECHO_STOPS_MS):
+            return True
+        speech_end = self._time(self._done - self._silence * WINDOW)
+        return self.echo is not None and self.echo.playing_recently(
+            speech_end, ECHO_ENDS_AFTER_SOUND_S)
 
     def _commit(self, now: float) -> HandsFreeEvent:
         self._paused = False
