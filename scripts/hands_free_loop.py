@@ -23,7 +23,9 @@ a pause) is counted in `split_turns`.
 Prints per-turn lines on stderr and JSON: per mode, `last_word_to_first_sound_ms` (median,
 p90, min, max), `last_word_to_decision_ms`, `decision_to_first_audio_ms`, the machine's load;
 then hands-free − push-to-talk (goal ≤ 250 ms) and silence-only − hands-free (goal ≥ 500 ms)
-on the medians. Needs what real_loop.py needs.
+on the medians; with --idle-s, the whole app's CPU (its process and children, % of one core)
+over that long before the first question, nobody speaking (issue 32's goal: < 5 % in
+hands-free). Needs what real_loop.py needs.
 """
 
 from __future__ import annotations
@@ -134,12 +136,28 @@ def push_to_talk(app: App, env: dict, recorder: MonitorRecorder, wav: Path,
     }
 
 
-def one_mode(mode: str, questions, keep: Path | None) -> list[dict]:
+def idle_cpu(app: App, seconds: float) -> float:
+    """The app's CPU (process and children: the LLM server) over `seconds` of nobody speaking."""
+    import psutil
+
+    proc = psutil.Process(app.proc.pid)
+
+    def used() -> float:
+        procs = [proc, *proc.children(recursive=True)]
+        return sum(sum(p.cpu_times()[:2]) for p in procs if p.is_running())
+
+    c0, t0 = used(), time.monotonic()
+    time.sleep(seconds)
+    return round((used() - c0) / (time.monotonic() - t0) * 100, 2)
+
+
+def one_mode(mode: str, questions, keep: Path | None, idle_s: float = 0.0) -> dict:
     with tempfile.TemporaryDirectory(prefix="s2s-hands-free-loop-") as tmp:
         root = Path(tmp)
         with running_app(root) as (app, env, recorder):
             if mode != "push-to-talk":
                 hands_free_on(app, silence_only=mode == "silence-only")
+            idle = idle_cpu(app, idle_s) if idle_s > 0 else None
             turns = []
             for n, (q, wav) in enumerate(questions, start=1):
                 kept = keep / f"{mode}-turn{n}.wav" if keep else None
@@ -156,13 +174,15 @@ def one_mode(mode: str, questions, keep: Path | None) -> list[dict]:
             if keep:  # the app's own log, for what the listener decided and when
                 for log in (root / "s2s_log_dir").glob("*.log*"):
                     shutil.copy(log, keep / f"{mode}-{log.name}")
-            return turns
+            return {"turns": turns, "idle_cpu_pct_of_one_core": idle}
 
 
-def report(by_mode: dict[str, list[dict]], questions: str) -> dict:
+def report(by_mode: dict[str, dict], questions: str) -> dict:
     out: dict = {"questions": questions, "modes": {}}
-    for mode, turns in by_mode.items():
+    for mode, run in by_mode.items():
+        turns = run["turns"]
         out["modes"][mode] = {
+            "idle_cpu_pct_of_one_core": run["idle_cpu_pct_of_one_core"],
             KEY: summary([t[KEY] for t in turns]),
             "last_word_to_decision_ms": summary([t["last_word_to_decision_ms"] for t in turns]),
             "decision_to_first_audio_ms": summary(
@@ -195,6 +215,8 @@ def main() -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: " + ", ".join(MODES))
     parser.add_argument("--keep", type=Path, help="keep each turn's speaker recording here")
     parser.add_argument("--json", type=Path, help="also write the report here")
+    parser.add_argument("--idle-s", type=float, default=0.0,
+                        help="measure the app's idle CPU this long before the first question")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MODES]:
@@ -211,7 +233,7 @@ def main() -> int:
         questions = question_wavs(asked, Path(tmp))
         by_mode = {}
         for mode in modes:
-            by_mode[mode] = one_mode(mode, questions, args.keep)
+            by_mode[mode] = one_mode(mode, questions, args.keep, args.idle_s)
             print(f"[{mode}] load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     result = report(by_mode, str(args.questions))
     text = json.dumps(result, indent=2)

@@ -109,6 +109,30 @@ def test_reply_echo_is_removed_and_the_users_voice_kept(speech, canceller):
     assert kept < 6.0, f"the user's voice lost {kept:.1f} dB"
 
 
+def test_at_idle_the_microphone_passes_untouched_and_the_next_reply_is_cancelled_at_once(
+        speech, canceller):
+    """Nothing played for IDLE_AFTER_S: the canceller does no work (hands-free's idle CPU);
+    the next reply is cancelled from its start, WebRTC's state kept from the last one."""
+    reply16 = read_wav(speech("The capital of France is Paris. It is known for its museums."))
+    gap = 5.0  # seconds of a quiet room between the replies
+    rng = np.random.default_rng(7)
+    room_noise = (rng.standard_normal(int(gap * 16000)) * 0.002).astype(np.float32)
+    first = room(reply16)
+    mic = np.concatenate([first, room_noise, room(reply16)])
+    far16 = np.concatenate([reply16, np.zeros(len(first) - len(reply16) + len(room_noise),
+                                              np.float32), reply16, np.zeros(16000, np.float32)])
+    far = soxr.resample(far16, 16000, DEVICE_RATE).astype(np.float32)
+    cleaned = run_canceller(canceller, far, mic)
+
+    second = len(first) + len(room_noise)
+    # from IDLE_AFTER_S after the first reply's echo to just before the second is handed over
+    quiet = slice(len(first) + int((echo.IDLE_AFTER_S + 0.5) * 16000), second - 1600)
+    assert np.array_equal(cleaned[quiet], mic[quiet])  # not processed: as the microphone heard it
+    early = slice(second + 1600, second + 16000)  # its first second, from 0.1 s
+    erle = erle_db(mic[early], cleaned[early])
+    assert erle >= 15.0, f"the reply after a pause was cancelled by only {erle:.1f} dB at first"
+
+
 def test_missing_wheel_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "livekit", None)  # import livekit raises ImportError
     with pytest.raises(EchoCancellerUnavailable, match=r"s2s-desktop\[hands-free\].*push-to-talk"):

@@ -32,6 +32,10 @@ DRIFT_S = 0.006  # two blocks in a row this far off where the stream was placed:
 # the echo in a microphone block may come from this far before it (room + a reference that
 # slipped after an underrun: 20-120 ms measured on the echo rig) or, misaligned, after it
 ECHO_BACK_S, ECHO_AHEAD_S = 0.5, 0.1
+# nothing played for this long: no echo can come, and the microphone passes through untouched
+# (the VAD reads raw audio in push-to-talk too). Both of WebRTC's streams pause together, its
+# state kept for the next reply: it was ~75 % of hands-free's idle CPU (2 FFI calls / 10 ms)
+IDLE_AFTER_S = 2.0
 
 
 class EchoCancellerUnavailable(S2SError):
@@ -162,15 +166,23 @@ class EchoCanceller:
         self._pending = np.concatenate([self._pending, mic])
         n_frames = len(self._pending) // FRAME
         out = np.empty(n_frames * FRAME, np.float32)
+        if self.idle(self._pending_index):
+            out[:] = self._pending[: n_frames * FRAME]
+            n_frames = 0  # nothing to process below
         for i in range(n_frames):
             frame = self._pending[i * FRAME : (i + 1) * FRAME]
             index = self._pending_index + i * FRAME
             out[i * FRAME : (i + 1) * FRAME] = self._process(frame, self.timeline.read(index))
-        self.last_input = self._pending[: n_frames * FRAME]
-        self.last_reference_power = self._reference_power(self._pending_index, n_frames * FRAME)
-        self._pending = self._pending[n_frames * FRAME :]
-        self._pending_index += n_frames * FRAME
+        n = len(out)
+        self.last_input = self._pending[:n]
+        self.last_reference_power = self._reference_power(self._pending_index, n)
+        self._pending = self._pending[n:]
+        self._pending_index += n
         return out
+
+    def idle(self, index: int) -> bool:
+        """Nothing was played within IDLE_AFTER_S before timeline sample `index`, nor after."""
+        return self.timeline.last_played_index < index - IDLE_AFTER_S * RATE
 
     def _reference_power(self, start: int, n: int) -> float:
         back, ahead = int(ECHO_BACK_S * RATE), int(ECHO_AHEAD_S * RATE)
