@@ -203,3 +203,26 @@ def test_a_voice_that_ends_with_the_replys_sound_was_its_echo(ends_after_sound_s
     assert kinds(events)[:2] == [Kind.REPLY_PAUSED, Kind.REPLY_RESUMED]
     assert (Kind.REPLY_PAUSED in kinds(events)[2:]) is pauses_again
     assert Kind.BARGE_IN not in kinds(events)
+
+
+def test_the_words_are_asked_for_once_per_pause_before_the_turn_model():
+    """Hands-free's answer starts when its transcript is ready: STT starts on the words so far
+    after `words_after_ms` of silence, once per pause, before the end-of-turn model is asked
+    (it ran only at the model's check, 100 ms later, and the decision then waited for it)."""
+    w = 0.032
+    script = [True] * 20 + [False] * 4 + [True] * 10 + [False] * 30  # a short pause, the end
+    calls: list[tuple[str, int]] = []
+
+    class Model:
+        def probability(self, audio):
+            calls.append(("model", len(audio)))
+            return 0.99
+
+    hf = HandsFreeListener(ScriptedVAD(script), Model(), None, TurnTaking())
+    hf.on_pause = lambda: calls.append(("words", hf._silence))
+    events = []
+    for k in range(len(script) // 2):
+        events += hf.process(np.zeros(1024, np.float32), T0 + k * 2 * w)
+    assert [c[0] for c in calls] == ["words", "words", "model"]
+    assert [c[1] for c in calls if c[0] == "words"] == [2, 2]  # 64 ms of silence each time
+    assert kinds(events) == [Kind.SPEECH_STARTED, Kind.TURN_ENDED]

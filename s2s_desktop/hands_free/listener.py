@@ -17,7 +17,8 @@ probability per 32 ms window, on the cleaned signal:
   are more than backchannel words ("Stop."): a barge-in. The app's own echo cannot pass this,
   whatever the canceller does: it stops when the reply is paused. In an earcon or the
   reply's echo tail (`echo_tail_s`) a turn opens as when waiting, if the guard lets it;
-- in a turn, once the speaker has been silent for `check_after_ms`, the end-of-turn model
+- in a turn, after `words_after_ms` of silence the words so far are asked for (`on_pause`);
+  once the speaker has been silent for `check_after_ms`, the end-of-turn model
   decides whether they finished or only paused, and the words so far (`words_so_far`: the
   app's live transcript once it covers the speech, a "finished" waiting `words_wait_ms` at most
   for it; else `transcript`) can overrule a "finished" that stops on "of" or "the";
@@ -91,6 +92,9 @@ class TurnTaking:
     start_ms: int = 96  # speech this long opens a turn (3 windows)
     preroll_ms: int = 300  # audio from before the speech start kept in the turn
     check_after_ms: int = 160  # silence before the end-of-turn model is asked
+    # silence after which the words so far are asked for (`on_pause`: STT starts), once per
+    # pause: the transcription (~200 ms) then runs beside the wait and the model's call
+    words_after_ms: int = 64
     recheck_ms: int = 320  # asked again after this much more silence
     max_pause_ms: int = 1600  # silence that ends a turn whatever the model says
     # a "finished" waits this long at most for the live words (`words_so_far`) to cover the
@@ -305,6 +309,9 @@ class HandsFreeListener:
             else:
                 return None
         silence_ms = self._silence * WINDOW_S * 1000
+        if (tune.use_turn_model and self.on_pause is not None
+                and self._silence == tune.windows(tune.words_after_ms)):
+            self.on_pause()
         length_s = (self._done - self._turn_start) / SAMPLE_RATE
         if silence_ms >= (tune.max_pause_ms if tune.use_turn_model else SILENCE_ONLY_MS) or (
             length_s >= tune.max_turn_s
@@ -316,8 +323,6 @@ class HandsFreeListener:
             tune.recheck_ms
         )):
             self._checked_at = self._silence
-            if self.on_pause is not None:
-                self.on_pause()
             probability = self.turn_model.probability(self._audio(self._turn_start, self._done))
             log.debug("end-of-turn model: %.2f after %.0f ms of silence", probability, silence_ms)
             if probability > FINISHED:
