@@ -228,6 +228,28 @@ def test_key_up_transcribes_at_once_so_the_release_grace_is_not_waited_for(sessi
     assert len(pipe.stt.engine.calls) == calls + 1  # nothing left when the release is final
 
 
+def test_silence_after_the_words_were_asked_for_needs_no_second_transcription(session_factory):
+    """Hands-free asks for the words 64 ms into a pause and decides the turn ~300 ms later:
+    the silence fed meanwhile is no new speech, so the final reuses that transcription
+    (it was transcribed again after the decision: 200-450 ms of STT after the end of turn)."""
+    session = session_factory(heard="Up with the last word.")
+    pipe = session.pipeline
+    turn = _hold(pipe, np.concatenate([VOICE, np.zeros(1024, np.float32)]), chunk_s=0.064)
+    pipe.key_up(turn)
+    deadline = time.monotonic() + 5
+    while not pipe.stt.engine.calls and time.monotonic() < deadline:
+        time.sleep(0.005)
+    calls = len(pipe.stt.engine.calls)
+    for _ in range(6):  # 384 ms more of silence, as the listener feeds it
+        pipe.feed(turn, np.zeros(1024, np.float32))
+        time.sleep(0.064)
+    pipe.end_turn(turn)
+    rec = session.wait(turn, 10)
+    assert rec.transcript == "Up with the last word."
+    assert rec.stt_reused_partial is True
+    assert len(pipe.stt.engine.calls) == calls
+
+
 def test_the_question_so_far_is_evaluated_ahead_while_the_key_is_held(session_factory):
     """Partials' settled words (all but the last) reach the LLM while the user still speaks,
     so at release it evaluates only the end of the question."""

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..audio_format import SAMPLE_RATE
+
 if TYPE_CHECKING:
     from .turns import FinishedTurn
 
@@ -55,6 +57,19 @@ class Partial(Message):
     audio: np.ndarray
     regions: tuple[tuple[int, int], ...]
     covered: int  # samples of the recording the VAD had seen
+
+
+MATCH_TOLERANCE = int(0.15 * SAMPLE_RATE)  # region edges this close decode the same
+
+
+def heard_already(heard: Partial, regions: tuple[tuple[int, int], ...]) -> bool:
+    """True when speech in `regions` holds nothing the transcription of `heard` did not."""
+    if not heard.regions or len(heard.regions) != len(regions):
+        return False
+    for (a0, a1), (b0, b1) in zip(heard.regions, regions, strict=True):
+        if abs(a0 - b0) > MATCH_TOLERANCE or abs(a1 - b1) > MATCH_TOLERANCE:
+            return False
+    return regions[-1][1] <= heard.covered + MATCH_TOLERANCE
 
 
 @dataclass

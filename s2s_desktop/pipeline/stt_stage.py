@@ -11,25 +11,24 @@ from __future__ import annotations
 
 import logging
 
-from ..audio_format import SAMPLE_RATE
 from ..engines.base import STTOptions, STTResult
 from ..states import TurnReason
-from .messages import HeardAnswer, Partial, Prime, Transcript, TurnEnded, Utterance
+from .messages import (
+    HeardAnswer,
+    Partial,
+    Prime,
+    Transcript,
+    TurnEnded,
+    Utterance,
+    heard_already,
+)
 from .stage import EngineStage
 
 log = logging.getLogger(__name__)
 
-MATCH_TOLERANCE = int(0.15 * SAMPLE_RATE)  # region edges this close decode the same
-
-
 def same_speech(partial: Partial, final: Utterance) -> bool:
     """True when the final recording holds no speech the partial did not already hear."""
-    if len(partial.regions) != len(final.regions):
-        return False
-    for (a0, a1), (b0, b1) in zip(partial.regions, final.regions, strict=True):
-        if abs(a0 - b0) > MATCH_TOLERANCE or abs(a1 - b1) > MATCH_TOLERANCE:
-            return False
-    return final.regions[-1][1] <= partial.covered + MATCH_TOLERANCE
+    return heard_already(partial, final.regions)
 
 
 def settled_words(text: str) -> str:

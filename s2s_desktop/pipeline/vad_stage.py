@@ -15,7 +15,15 @@ from ..audio_format import SAMPLE_RATE
 from ..engines.base import VADOptions
 from ..engines.vad.trim import padded_regions
 from ..states import TurnReason
-from .messages import AudioChunk, KeyUp, ListenEnd, Partial, TurnEnded, Utterance
+from .messages import (
+    AudioChunk,
+    KeyUp,
+    ListenEnd,
+    Partial,
+    TurnEnded,
+    Utterance,
+    heard_already,
+)
 from .stage import EngineStage
 
 LIVE_STEP_S = 0.25  # how often the VAD re-reads the growing recording
@@ -32,7 +40,7 @@ class _Recording:
         self.parts: list[np.ndarray] = []
         self.samples = 0
         self.checked_at = 0
-        self.sent_regions: tuple = ()
+        self.sent: Partial | None = None  # the last partial sent on
         self.sent_at = 0
 
     def audio(self) -> np.ndarray:
@@ -83,12 +91,16 @@ class VADStage(EngineStage):
         paused = bool(regions) and regions[-1][1] < len(audio)  # quiet for a pad's length
         due = rec.samples - rec.sent_at >= PARTIAL_EVERY_S * SAMPLE_RATE
         # while speech goes on, partials now and then (for the live text); once it pauses,
-        # or the key goes up, at once: that one is likely to be the whole question
-        if regions and regions != rec.sent_regions and (paused or due or now):
-            rec.sent_regions, rec.sent_at = regions, rec.samples
-            yield Partial(
+        # or the key goes up, at once: that one is likely to be the whole question. Silence
+        # after it (its region's padding growing) is no new speech: the one sent stands, and
+        # the final reuses it (hands-free asks for the words 64 ms into a pause)
+        new_speech = rec.sent is None or not heard_already(rec.sent, regions)
+        if regions and new_speech and (paused or due or now):
+            rec.sent = Partial(
                 turn, audio=_speech(audio, regions), regions=regions, covered=len(audio)
             )
+            rec.sent_at = rec.samples
+            yield rec.sent
 
     def _final(self, turn: int, audio: np.ndarray, released: float, source: str = ""):
         self.book.mark(turn, "released", released)
