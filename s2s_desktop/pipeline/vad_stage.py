@@ -40,7 +40,8 @@ class _Recording:
         self.parts: list[np.ndarray] = []
         self.samples = 0
         self.checked_at = 0
-        self.sent: Partial | None = None  # the last partial sent on
+        self.sent_regions: tuple = ()
+        self.sent: Partial | None = None  # the last partial sent on at a pause (or key up)
         self.sent_at = 0
 
     def audio(self) -> np.ndarray:
@@ -92,15 +93,16 @@ class VADStage(EngineStage):
         due = rec.samples - rec.sent_at >= PARTIAL_EVERY_S * SAMPLE_RATE
         # while speech goes on, partials now and then (for the live text); once it pauses,
         # or the key goes up, at once: that one is likely to be the whole question. Silence
-        # after it (its region's padding growing) is no new speech: the one sent stands, and
+        # after such a one (its region's padding growing) is no new speech: it stands, and
         # the final reuses it (hands-free asks for the words 64 ms into a pause)
         new_speech = rec.sent is None or not heard_already(rec.sent, regions)
-        if regions and new_speech and (paused or due or now):
-            rec.sent = Partial(
+        if regions and regions != rec.sent_regions and new_speech and (paused or due or now):
+            partial = Partial(
                 turn, audio=_speech(audio, regions), regions=regions, covered=len(audio)
             )
-            rec.sent_at = rec.samples
-            yield rec.sent
+            rec.sent_regions, rec.sent_at = regions, rec.samples
+            rec.sent = partial if (paused or now) else None
+            yield partial
 
     def _final(self, turn: int, audio: np.ndarray, released: float, source: str = ""):
         self.book.mark(turn, "released", released)
