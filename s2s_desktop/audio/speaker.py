@@ -64,6 +64,7 @@ class SpeakerSink(AudioSink):
         self._opening = threading.Lock()  # the player and the earcons may both (re)open it
         self._paused_until: float | None = None  # paused (hands-free heard a voice) until then
         self._fade_in = False  # the first block after a pause starts with a ramp
+        self._fade_out = False  # the first block of a pause ends the voice with a ramp
 
     # ------------------------------------------------------------------ stream
     def open(self, sample_rate: int) -> None:
@@ -124,7 +125,6 @@ class SpeakerSink(AudioSink):
 
     def _callback(self, outdata, frames, time_info, status) -> None:
         out = outdata[:, 0]
-        filled = 0
         now = time.monotonic()
         underflow = bool(status and getattr(status, "output_underflow", False))
         with self._lock:
@@ -133,33 +133,43 @@ class SpeakerSink(AudioSink):
                 if self._queue:  # a gap in the assistant's voice, not in silence
                     self._recent_underruns.append(now)
             if self._paused_until is not None and now < self._paused_until:
-                out[:] = 0.0  # held: the queue waits where it was
+                # held: the queue waits where it was, after a few ms of it faded out
+                n = self._take(out, int(FADE_S * self.rate), now) if self._fade_out else 0
+                self._fade_out = False
+                out[:n] *= np.linspace(1.0, 1.0 / max(1, n), n, dtype=out.dtype)
+                out[n:] = 0.0
                 return
             if self._paused_until is not None:
                 self._paused_until, self._fade_in = None, True
-            while filled < frames and self._queue:
-                item = self._queue[0]
-                turn, sentence, pcm, offset = item
-                if turn not in self._first_heard:
-                    self._first_heard[turn] = now + filled / max(1, self.rate)
-                    for old in sorted(self._first_heard)[:-FIRST_HEARD_KEEP]:
-                        del self._first_heard[old]
-                n = min(frames - filled, len(pcm) - offset)
-                out[filled : filled + n] = pcm[offset : offset + n]
-                filled += n
-                item[3] += n
-                self._pending[turn] = self._pending.get(turn, 0) - n
-                played = self._played.setdefault(turn, {})
-                played[sentence] = played.get(sentence, 0) + n
-                if item[3] >= len(pcm):
-                    self._queue.popleft()
-                    if self._pending.get(turn, 0) <= 0:
-                        self._pending.pop(turn, None)
+            filled = self._take(out, frames, now)
         out[filled:] = 0.0
         if self._fade_in and filled:
             self._fade_in = False
             n = min(filled, int(FADE_S * self.rate))
             out[:n] *= np.linspace(1.0 / n, 1.0, n, dtype=out.dtype)
+
+    def _take(self, out: np.ndarray, frames: int, now: float) -> int:
+        """Fill `out[:frames]` from the queue (under the lock); how many samples it had."""
+        filled = 0
+        while filled < frames and self._queue:
+            item = self._queue[0]
+            turn, sentence, pcm, offset = item
+            if turn not in self._first_heard:
+                self._first_heard[turn] = now + filled / max(1, self.rate)
+                for old in sorted(self._first_heard)[:-FIRST_HEARD_KEEP]:
+                    del self._first_heard[old]
+            n = min(frames - filled, len(pcm) - offset)
+            out[filled : filled + n] = pcm[offset : offset + n]
+            filled += n
+            item[3] += n
+            self._pending[turn] = self._pending.get(turn, 0) - n
+            played = self._played.setdefault(turn, {})
+            played[sentence] = played.get(sentence, 0) + n
+            if item[3] >= len(pcm):
+                self._queue.popleft()
+                if self._pending.get(turn, 0) <= 0:
+                    self._pending.pop(turn, None)
+        return filled
 
     def _finished(self) -> None:
         if self._stream is not None:
@@ -240,6 +250,7 @@ class SpeakerSink(AudioSink):
         someone start to speak over it); `resume()` goes on where it stopped, `flush()` drops it.
         The pause ends by itself after `max_s`."""
         with self._lock:
+            self._fade_out = self._paused_until is None  # not when already held
             self._paused_until = time.monotonic() + max_s
 
     def resume(self) -> None:
