@@ -95,7 +95,7 @@ class TurnTaking:
     # silence after which the words so far are asked for (`on_pause`: STT starts), once per
     # pause: the transcription (~200 ms) then runs beside the wait and the model's call
     words_after_ms: int = 64
-    recheck_ms: int = 320  # asked again after this much more silence
+    recheck_ms: int = 160  # asked again after this much more silence
     max_pause_ms: int = 1600  # silence that ends a turn whatever the model says
     # a "finished" waits this long at most for the live words (`words_so_far`) to cover the
     # speech: the answer waits for that transcription anyway, it is the one the turn reuses
