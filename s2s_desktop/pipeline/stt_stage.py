@@ -26,6 +26,7 @@ from .stage import EngineStage
 
 log = logging.getLogger(__name__)
 
+
 def same_speech(partial: Partial, final: Utterance) -> bool:
     """True when the final recording holds no speech the partial did not already hear."""
     return heard_already(partial, final.regions)
