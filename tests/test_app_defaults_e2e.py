@@ -25,9 +25,38 @@ def rig(tmp_path_factory):
         yield parts
 
 
+@pytest.fixture(scope="module")
+def starter_voice(starter_settings):
+    """The starter's Piper voice in the test process, to say a reply the way the app does."""
+    from s2s_desktop.engines.registry import engine_class
+
+    voice = engine_class("tts", starter_settings.tts.backend)(starter_settings.tts, "cpu")
+    voice.load()
+    return voice
+
+
+def heard_from_the_voice(voice, listener, text: str) -> str:
+    """What the listener hears in `text` said cleanly by the starter voice: tiny.en hears
+    piper's "eighteen" as "taking" or "aching" and "four" as "for" (24 hours tried: 2
+    misheard), so a reply read at 18:xx fails against its text whatever the speaker did."""
+    import numpy as np
+
+    pcm = np.concatenate(list(voice.synthesize(text, None, 1.0)))
+    rate = voice.sample_rate
+    pad = np.zeros(rate // 4, np.float32)
+    return listen(listener, np.concatenate([pad, pcm, pad]), rate)
+
+
 def last_exchange(app) -> dict:
     lines = (app.root / "data" / "history.jsonl").read_text().splitlines()
     return json.loads(lines[-1])
+
+
+def heard_whole(reply: str, heard: str, voice, listener) -> bool:
+    """The recording says the reply: as its text, or as the same listener hears the reply
+    said cleanly (its own mishearings are not the speaker's loss)."""
+    return same_words(reply, heard, at_least=0.8) or same_words(
+        heard_from_the_voice(voice, listener, reply), heard, at_least=0.8)
 
 
 def typed_reply_from_the_speaker(rig, starter_stt_model, question: str) -> tuple[str, str]:
@@ -53,15 +82,16 @@ def typed_reply_from_the_speaker(rig, starter_stt_model, question: str) -> tuple
     "known intermittent miss (session 12, ~1 run in 4 on a fresh PulseAudio): the first reply a "
     "new app plays ('It's 16:32.') reached the speaker recording as 'at 1632.', its start lost; "
     "no underrun or reopen in the app's log, cause not found yet"))
-def test_the_first_reply_of_a_new_app_is_heard_whole(rig, starter_stt_model):
+def test_the_first_reply_of_a_new_app_is_heard_whole(rig, starter_stt_model, starter_voice):
     reply, heard = typed_reply_from_the_speaker(rig, starter_stt_model, "What time is it?")
-    assert same_words(reply, heard, at_least=0.8), (reply, heard)
+    assert heard_whole(reply, heard, starter_voice, starter_stt_model), (reply, heard)
 
 
 @pytest.mark.parametrize("question", ["What time is it?", "What is the capital of Japan?"])
-def test_a_typed_question_is_heard_whole_from_the_speaker(rig, starter_stt_model, question):
+def test_a_typed_question_is_heard_whole_from_the_speaker(rig, starter_stt_model, starter_voice,
+                                                         question):
     reply, heard = typed_reply_from_the_speaker(rig, starter_stt_model, question)
-    assert same_words(reply, heard, at_least=0.8), (reply, heard)
+    assert heard_whole(reply, heard, starter_voice, starter_stt_model), (reply, heard)
 
 
 def test_a_question_said_400ms_after_the_press_keeps_its_first_word(rig, speech):
