@@ -41,7 +41,7 @@ class _Recording:
         self.samples = 0
         self.checked_at = 0
         self.sent_regions: tuple = ()
-        self.sent: Partial | None = None  # the last partial sent on at a pause (or key up)
+        self.sent_at_pause: Partial | None = None  # the last partial, if sent at a pause or key up
         self.sent_at = 0
 
     def audio(self) -> np.ndarray:
@@ -95,13 +95,13 @@ class VADStage(EngineStage):
         # or the key goes up, at once: that one is likely to be the whole question. Silence
         # after such a one (its region's padding growing) is no new speech: it stands, and
         # the final reuses it (hands-free asks for the words 64 ms into a pause)
-        new_speech = rec.sent is None or not heard_already(rec.sent, regions)
+        new_speech = rec.sent_at_pause is None or not heard_already(rec.sent_at_pause, regions)
         if regions and regions != rec.sent_regions and new_speech and (paused or due or now):
             partial = Partial(
                 turn, audio=_speech(audio, regions), regions=regions, covered=len(audio)
             )
             rec.sent_regions, rec.sent_at = regions, rec.samples
-            rec.sent = partial if (paused or now) else None
+            rec.sent_at_pause = partial if (paused or now) else None
             yield partial
 
     def _final(self, turn: int, audio: np.ndarray, released: float, source: str = ""):
