@@ -291,6 +291,29 @@ def test_a_warm_up_at_start_leaves_the_microphone_closed():
     assert took is not None and not mic.is_open and not sd.streams[-1].active
 
 
+def test_a_warm_up_whose_first_open_is_slow_keeps_the_microphone_open():
+    """The real loop's PulseAudio source opened in 990 ms, then 53 ms, then 1957 ms on the
+    press, which lost the whole question: one slow open of the two keeps it open."""
+    import threading
+
+    sd = FakeSD()
+    mic = Microphone(sd=sd, keep_open=False)
+
+    def deliver():  # the first stream wakes after 300 ms, the second at once
+        time.sleep(0.3)
+        sd.streams[0].feed(np.zeros(320, np.float32))
+        while len(sd.streams) < 2:
+            time.sleep(0.005)
+        sd.streams[1].feed(np.zeros(320, np.float32))
+
+    feeder = threading.Thread(target=deliver)
+    feeder.start()
+    mic.warm_up(timeout_s=2.0)
+    feeder.join()
+    assert mic.slow_open_ms is not None and mic.slow_open_ms > 250
+    assert mic.is_open and sd.streams[-1].active
+
+
 def test_a_press_during_the_warm_up_keeps_its_recording():
     """The CI failure of session 12: the key went down while the start-up warm-up waited for
     its first block; the warm-up then closed and reopened the stream under the recording,

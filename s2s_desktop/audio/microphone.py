@@ -123,15 +123,18 @@ class Microphone:
     def warm_up(self, timeout_s: float = 2.0) -> float | None:
         """Open, wait for the first block, close, and open once more to measure how long a
         press will wait for audio: the sound system's first open of a run is slow (1.4-2 s
-        through PulseAudio), and on some systems every open is (an idle PulseAudio source,
-        1.5 s here). A device slower than SLOW_OPEN_MS stays open. Returns the first open's
+        through PulseAudio), and on some systems any open may be (an idle PulseAudio source,
+        1.5 s here). A device slower than SLOW_OPEN_MS on either open stays open. Returns the first open's
         time to the first sample (ms). Safe to run in a thread: a press meanwhile takes the
         stream over, and the warm-up then neither reopens nor closes it."""
         took = self._warm_open(timeout_s)
         if not self.keep_open:
             again = self._warm_open(timeout_s)
+            # one slow open is enough: the same PulseAudio source opened in 990 ms, then 53,
+            # then 1957 on the press (real loop, 2026-12-06), which lost the whole question
+            slowest = max((t for t in (took, again) if t is not None), default=None)
             with self._warming:
-                if not self.recording and (again is None or not self._kept_if_slow(again)):
+                if not self.recording and (slowest is None or not self._kept_if_slow(slowest)):
                     self.close()
         self.warmed_up = True
         if took is None:
@@ -283,8 +286,10 @@ class Microphone:
         stream = self._stream
         if stream is None:
             raise AudioDeviceError("the microphone is not open: check Settings… → audio input")
-        limit = FIRST_BLOCK_S if self._opened_at is not None else STALL_S
-        stalled = self.clock() - self._last_callback > limit
+        with self._lock:  # both as the audio thread left them, never one old and one new
+            opened_at, last_callback = self._opened_at, self._last_callback
+        limit = FIRST_BLOCK_S if opened_at is not None else STALL_S
+        stalled = self.clock() - last_callback > limit
         if self._lost or stalled or not stream.active:
             reason = self._lost or "the microphone stopped delivering audio (was it unplugged?)"
             self._lost = reason
