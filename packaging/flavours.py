@@ -31,7 +31,7 @@ CORE_PACKAGES = (
     "truststore",
     "pynput",
 )
-LLAMA_PIPER = ("llama_cpp", "piper")
+LLAMA_PIPER = ("llama_cpp", "piper", "onnx")  # onnx: piper voices said in parts
 TORCH_STACK = (
     "torch",
     "torchaudio",

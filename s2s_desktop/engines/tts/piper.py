@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import DeviceUnavailable, ModelLoadError, ModelNotFound, SettingsError
 from ...models.resolve import resolve_model
 from ..base import TTSEngine
+from .piper_parts import VoiceGain, VoiceParts, decode_in_parts, soft_limit, split_graph
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 
@@ -34,6 +35,8 @@ class PiperTTS(TTSEngine):
     def __init__(self, settings, device: str = "cpu"):
         super().__init__(settings, device)
         self._voice = None  # piper.PiperVoice once loaded
+        self._parts: VoiceParts | None = None  # the voice cut at its decoder, where it can be
+        self._gain = VoiceGain()
         self._speaker_id: int | None = None
         self.model_path: Path | None = None
 
@@ -67,7 +70,16 @@ class PiperTTS(TTSEngine):
 
         onnx_path = self.voice_file()
         config = self._read_config(onnx_path)
-        session = self._open_session(onnxruntime, onnx_path)
+        split = split_graph(onnx_path) if onnx_path.is_file() else None
+        if split is None:  # run whole: one chunk per sentence
+            session = self._open_session(onnxruntime, onnx_path)
+            self._parts = None
+        else:
+            front, decoder, latent = split
+            session = self._open_session(onnxruntime, onnx_path, front)
+            self._parts = VoiceParts(session, self._open_session(onnxruntime, onnx_path, decoder),
+                                     latent, int(config.hop_length))
+        self._gain = VoiceGain()
         self._voice = PiperVoice(session=session, config=config)
         self._speaker_id = self._choose_speaker(config)
         self.sample_rate = int(config.sample_rate)
@@ -105,7 +117,8 @@ class PiperTTS(TTSEngine):
         options = {"device_id": device_id, "cudnn_conv_algo_search": "HEURISTIC"}
         return [(CUDA_PROVIDER, options), "CPUExecutionProvider"]
 
-    def _open_session(self, onnxruntime, onnx_path: Path):
+    def _open_session(self, onnxruntime, onnx_path: Path, graph: bytes | None = None):
+        """A session for the voice, or for one part of it (`graph`, cut from onnx_path)."""
         providers = self._providers(onnxruntime)
         options = onnxruntime.SessionOptions()
         # idle threads sleep instead of spinning: the LLM writes on the same cores meanwhile
@@ -113,7 +126,8 @@ class PiperTTS(TTSEngine):
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             session = onnxruntime.InferenceSession(
-                str(onnx_path), sess_options=options, providers=providers
+                graph if graph is not None else str(onnx_path),
+                sess_options=options, providers=providers
             )
         except Exception as exc:  # onnxruntime raises its own, unexported exception types
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else repr(exc)
@@ -154,7 +168,8 @@ class PiperTTS(TTSEngine):
         )
 
     def warmup(self) -> None:
-        for _ in self.synthesize("Hello.", None, 1.0):
+        # two sentences: compiled kernels for short and long inputs, and the voice's loudness
+        for _ in self.synthesize("Hello! The capital of Japan is Tokyo.", None, 1.0):
             pass
 
     def unload(self) -> None:
@@ -170,14 +185,33 @@ class PiperTTS(TTSEngine):
             self.load()
         if not text.strip() or (stop is not None and stop.is_set()):
             return
+        config = self._voice.config
+        length_scale = config.length_scale / float(speed or 1.0)  # < 1 speaks faster
+        if self._parts is None:
+            yield from self._whole_sentences(text, stop, length_scale)
+            return
+        scales = np.array([config.noise_scale, length_scale, config.noise_w_scale], np.float32)
+        # piper phonemizes the whole text at once (cheap), then the model runs per sentence
+        for phonemes in self._voice.phonemize(text):
+            if not phonemes or (stop is not None and stop.is_set()):
+                continue
+            ids = np.array([self._voice.phonemes_to_ids(phonemes)], dtype=np.int64)
+            feed = {"input": ids, "input_lengths": np.array([ids.shape[1]], np.int64),
+                    "scales": scales}
+            gain, loudest = None, 0.0
+            for audio in decode_in_parts(self._parts, feed, stop):
+                if stop is not None and stop.is_set():
+                    return
+                gain = gain or self._gain.start_sentence(audio)
+                loudest = max(loudest, float(np.abs(audio).max(initial=0.0)))
+                yield soft_limit(audio.astype(np.float32) * np.float32(gain))
+            self._gain.sentence_done(loudest)
+
+    def _whole_sentences(self, text: str, stop, length_scale: float) -> Iterator[np.ndarray]:
+        """piper's own synthesis, one chunk per sentence, each scaled to its own peak."""
         from piper.config import SynthesisConfig
 
-        speed = float(speed or 1.0)
-        syn = SynthesisConfig(
-            speaker_id=self._speaker_id,
-            length_scale=self._voice.config.length_scale / speed,  # < 1 speaks faster
-        )
-        # piper phonemizes the whole text at once (cheap), then runs the model per sentence
+        syn = SynthesisConfig(speaker_id=self._speaker_id, length_scale=length_scale)
         chunks = self._voice.synthesize(text, syn_config=syn)
         try:
             for chunk in chunks:
