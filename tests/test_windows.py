@@ -296,8 +296,8 @@ def test_a_warm_up_whose_first_open_is_slow_keeps_the_microphone_open():
     press, which lost the whole question: one slow open of the two keeps it open."""
     import threading
 
-    sd = FakeSD()
-    mic = Microphone(sd=sd, keep_open=False)
+    sd, notices = FakeSD(), []
+    mic = Microphone(sd=sd, keep_open=False, on_notice=notices.append)
 
     def deliver():  # the first stream wakes after 300 ms, the second at once
         time.sleep(0.3)
@@ -312,6 +312,7 @@ def test_a_warm_up_whose_first_open_is_slow_keeps_the_microphone_open():
     feeder.join()
     assert mic.slow_open_ms is not None and mic.slow_open_ms > 250
     assert mic.is_open and sd.streams[-1].active
+    assert len(notices) == 1 and "stays open" in notices[0]  # the user is told, once
 
 
 def test_a_press_during_the_warm_up_keeps_its_recording():

@@ -166,6 +166,11 @@ class Microphone:
             "said just after the press would be lost: it stays open between questions from "
             "now on (nothing is kept but a %.1f s pre-roll)", open_ms, SLOW_OPEN_MS,
             self.preroll_s)
+        if self.on_notice:  # an open microphone is shown, not only logged
+            self.on_notice(
+                f"The microphone took {open_ms / 1000:.1f} s to start, so it now stays open "
+                f"between questions (only the last {self.preroll_s:.1f} s is kept) and the "
+                "first word after the press is not lost")
         return True
 
     @property
