@@ -173,7 +173,7 @@ class PiperTTS(TTSEngine):
             pass
 
     def unload(self) -> None:
-        self._voice = None
+        self._voice = self._parts = None
         super().unload()
 
     # ------------------------------------------------------------------ synthesis
