@@ -124,9 +124,9 @@ class Microphone:
         """Open, wait for the first block, close, and open once more to measure how long a
         press will wait for audio: the sound system's first open of a run is slow (1.4-2 s
         through PulseAudio), and on some systems any open may be (an idle PulseAudio source,
-        1.5 s here). A device slower than SLOW_OPEN_MS on either open stays open. Returns the first open's
-        time to the first sample (ms). Safe to run in a thread: a press meanwhile takes the
-        stream over, and the warm-up then neither reopens nor closes it."""
+        1.5 s here). A device slower than SLOW_OPEN_MS on either open stays open. Returns the
+        first open's time to the first sample (ms). Safe to run in a thread: a press meanwhile
+        takes the stream over, and the warm-up then neither reopens nor closes it."""
         took = self._warm_open(timeout_s)
         if not self.keep_open:
             again = self._warm_open(timeout_s)

@@ -193,7 +193,9 @@ class PiperTTS(TTSEngine):
         scales = np.array([config.noise_scale, length_scale, config.noise_w_scale], np.float32)
         # piper phonemizes the whole text at once (cheap), then the model runs per sentence
         for phonemes in self._voice.phonemize(text):
-            if not phonemes or (stop is not None and stop.is_set()):
+            if stop is not None and stop.is_set():
+                return
+            if not phonemes:
                 continue
             ids = np.array([self._voice.phonemes_to_ids(phonemes)], dtype=np.int64)
             feed = {"input": ids, "input_lengths": np.array([ids.shape[1]], np.int64),
@@ -204,7 +206,7 @@ class PiperTTS(TTSEngine):
                     return
                 gain = gain or self._gain.start_sentence(audio)
                 loudest = max(loudest, float(np.abs(audio).max(initial=0.0)))
-                yield soft_limit(audio.astype(np.float32) * np.float32(gain))
+                yield soft_limit(audio * np.float32(gain))  # the decoder writes float32
             self._gain.sentence_done(loudest)
 
     def _whole_sentences(self, text: str, stop, length_scale: float) -> Iterator[np.ndarray]:
