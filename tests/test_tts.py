@@ -225,11 +225,13 @@ def test_piper_speech_trimmed_of_its_lead_in_starts_at_once_and_keeps_its_first_
     def lead_in_ms(audio):
         return int(np.argmax(np.abs(audio) > 0.01 * np.abs(audio).max())) / piper.sample_rate * 1e3
 
-    audio = say(piper, text)[0]
+    # as the TTS stage does: only a sentence's first part (0.46 s of a long one) is trimmed
+    audio, *rest = say(piper, text)
     trimmed = trim_leading_silence(audio, piper.sample_rate)
     assert lead_in_ms(trimmed) <= 12, f"{lead_in_ms(audio):.0f} ms before, {lead_in_ms(trimmed):.0f} after"
     first_word = text.split()[0].lower().strip(",'")
-    assert hear(trimmed, piper.sample_rate).lower().startswith(first_word[:3]), hear(trimmed, piper.sample_rate)
+    heard = hear(np.concatenate([trimmed, *rest]), piper.sample_rate)
+    assert heard.lower().startswith(first_word[:3]), heard
 
 
 @pytest.fixture()

@@ -12,6 +12,10 @@ from s2s_desktop.pipeline.runner import HeadlessSession
 from tests.helpers import scripted_engines as scripted
 from tests.test_ui import desktop  # noqa: F401  (the fixture)
 
+# Each stage's unload runs a full gc.collect(): ~0.1 s in the app, but 1-2 s a stage late in
+# the whole suite, whose heap holds millions of objects (CI once took over 5 s for the four).
+UNLOAD_S = 30_000
+
 
 @pytest.fixture
 def session(monkeypatch):
@@ -29,7 +33,7 @@ def test_unloaded_models_load_again_for_the_next_turn(session, qtbot):
                            Qt.ConnectionType.DirectConnection)
     ev.notice.connect(notices.append, Qt.ConnectionType.DirectConnection)
     assert sorted(session.pipeline.unload_models()) == sorted(STAGES)
-    qtbot.waitUntil(lambda: {(n, "unloaded") for n in STAGES} <= set(states), timeout=5000)
+    qtbot.waitUntil(lambda: {(n, "unloaded") for n in STAGES} <= set(states), timeout=UNLOAD_S)
     assert all(session.pipeline.stages[n].engine is None for n in STAGES)
     assert session.pipeline.unload_models() == []  # nothing left to free
     rec = session.ask("What is the capital of Japan?")
@@ -45,7 +49,7 @@ def test_the_app_frees_the_models_after_the_idle_time_and_answers_after(qtbot, d
     settings.ui.unload_after_minutes = 0.01  # 0.6 s here; the dialog offers 5, 15 or 60
     app.apply_settings(settings)
     qtbot.waitUntil(lambda: all(app.controller.stage_states[n] == "unloaded" for n in STAGES),
-                    timeout=5000)
+                    timeout=UNLOAD_S)
     assert app.controller.state == "idle"
     assert all(app.pipeline.stages[n].engine is None for n in STAGES)
     app.actions.talk.trigger()
