@@ -12,8 +12,9 @@ from s2s_desktop.pipeline.runner import HeadlessSession
 from tests.helpers import scripted_engines as scripted
 from tests.test_ui import desktop  # noqa: F401  (the fixture)
 
-# Each stage's unload runs a full gc.collect(): ~0.1 s in the app, but 1-2 s a stage late in
-# the whole suite, whose heap holds millions of objects (CI once took over 5 s for the four).
+# An unload runs a full gc.collect() (one for the stages that unload together): ~0.1 s in
+# the app, but seconds late in the whole suite, whose heap holds millions of objects (CI once
+# took over 5 s for the four stages, when each still collected on its own).
 UNLOAD_S = 30_000
 
 

@@ -9,6 +9,7 @@ import ctypes
 import gc
 import logging
 import sys
+import threading
 import time
 
 from .. import devices
@@ -28,6 +29,22 @@ def _trim_heap() -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
         except (OSError, AttributeError):
             pass
+
+
+_collecting = threading.Lock()
+_last_collection_began = -1.0
+
+
+def _free_memory(dropped_at: float) -> None:
+    """Collect and trim once for every model dropped before a collection began: the stages
+    unload together when idle, and four full collections of one heap were the same work."""
+    global _last_collection_began
+    with _collecting:
+        if _last_collection_began >= dropped_at:
+            return  # a collection that began after this model was dropped has freed it
+        _last_collection_began = time.monotonic()
+        gc.collect()  # the model's memory goes back now, not at some later collection
+        _trim_heap()
 
 
 class EngineStage(Worker):
@@ -79,8 +96,7 @@ class EngineStage(Worker):
             return
         self.engine.unload()
         self.engine = None
-        gc.collect()  # the model's memory goes back now, not at some later collection
-        _trim_heap()
+        _free_memory(time.monotonic())
         self.events.stage_state.emit(self.name, StageState.UNLOADED, "")
 
     # -- the worker's hooks -------------------------------------------------------------
