@@ -2,6 +2,7 @@
 
     python scripts/real_loop.py --runs 3 [--questions scripts/questions/reporting.txt]
                                 [--turns 12] [--hold 0] [--profile starter] [--keep DIR]
+                                [--history 300]
 
 What it does, per run (each run is a fresh app, so a fresh conversation):
 - starts a private Xvfb screen and a private PulseAudio server whose null sinks stand in for
@@ -18,6 +19,9 @@ What it does, per run (each run is a fresh app, so a fresh conversation):
   (handed to the output at the app's `first_audio_at`): release → first reply sound, release
   → stop sound, and the silence between the stop sound's end and the reply (negative: they
   overlap); the app's own stage figures and the history's transcript and reply beside them;
+- with `--history N`: the app starts with N earlier exchanges in its saved history, as after
+  weeks of use (the window shows them all), and a "new conversation" mark after them, so the
+  model's prompt is the same as on a first start;
 - with `--keep DIR`: each turn's recording of the speaker from the release on
   (`runR-turnN.wav`), a screenshot of the screen after the run's last turn (`runR.png`) and
   the app's own log (`runR-<name>.log`).
@@ -51,6 +55,8 @@ from s2s_desktop.commands.bench import HELD_OUT, spoken  # noqa: E402
 from s2s_desktop.commands.bench_measures import TURN_GROUPS, stats  # noqa: E402
 from s2s_desktop.commands.bench_questions import SpokenQuestion, read_questions  # noqa: E402
 from s2s_desktop.config import HotkeySettings  # noqa: E402
+from s2s_desktop.history import Exchange, History  # noqa: E402
+from s2s_desktop.states import TurnReason  # noqa: E402
 from tests.helpers.desktop_env import (  # noqa: E402
     LOUD,
     RATE,
@@ -208,9 +214,11 @@ def stop_sound_and_reply(times, pcm, handed_at: float | None) -> dict:
 
 
 @contextlib.contextmanager
-def running_app(root: Path, profile: str = ""):
+def running_app(root: Path, profile: str = "", history: int = 0):
     """A private screen and sound server, and the app started plainly on them with its user
-    folders under `root`, its models loaded: (app, env, recorder of the speaker)."""
+    folders under `root` (`history` earlier exchanges saved), its models loaded: (app, env,
+    recorder of the speaker)."""
+    earlier_history(root / "s2s_data_dir", history)
     with xvfb() as display, pulseaudio(root / "pulse") as pulse_env:
         env = {k: v for k, v in os.environ.items()
                if k not in ("WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "QT_QPA_PLATFORM")}
@@ -227,6 +235,19 @@ def running_app(root: Path, profile: str = ""):
         finally:
             app.stop()
             recorder.stop()
+
+
+def earlier_history(data_dir: Path, count: int) -> None:
+    """`count` answered exchanges a day old in the saved history, then a new conversation."""
+    if not count:
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    saved, day_ago = History(data_dir / "history.jsonl"), time.time() - 86400
+    for n in range(count):
+        saved.append(Exchange(f"Earlier question number {n}: what is the capital of Peru?",
+                              "The capital of Peru is Lima, on the Pacific coast.",
+                              time=day_ago + n, timings_ms={"release_to_first_audio": 600.0}))
+    saved.append(Exchange("", "", reason=TurnReason.NEW_CONVERSATION, time=day_ago + count))
 
 
 def saved_exchanges(root: Path) -> list[dict]:
@@ -250,10 +271,10 @@ def add_exchanges(root: Path, turns: list[dict]) -> None:
 
 
 def one_run(questions: list[tuple[SpokenQuestion, Path]], hold_s: float, profile: str,
-            keep: Path | None = None, run: int = 1) -> list[dict]:
+            keep: Path | None = None, run: int = 1, history: int = 0) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="s2s-real-loop-") as tmp:
         root = Path(tmp)
-        with running_app(root, profile) as (app, env, recorder):
+        with running_app(root, profile, history) as (app, env, recorder):
             turns = []
             for n, (q, wav) in enumerate(questions, start=1):
                 row = ask(app, env, recorder, wav, hold_s,
@@ -338,6 +359,8 @@ def main() -> int:
                         help="seconds the key stays down after the last word")
     parser.add_argument("--profile", default="", help="a model profile (default: plain start)")
     parser.add_argument("--keep", type=Path, help="keep each reply's recording and a screenshot here")
+    parser.add_argument("--history", type=int, default=0,
+                        help="earlier exchanges in the saved history at start (default: none)")
     args = parser.parse_args()
     tool = missing("Xvfb", "xdotool", "pulseaudio", "pactl", "paplay", "parec", "espeak-ng")
     if tool:
@@ -351,10 +374,12 @@ def main() -> int:
         questions = question_wavs(asked, Path(tmp))
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
-        runs = [one_run(questions, args.hold, args.profile, args.keep, r)
+        runs = [one_run(questions, args.hold, args.profile, args.keep, r, args.history)
                 for r in range(1, max(1, args.runs) + 1)]
     source = str(args.questions) if args.questions else "the bench's held-out set (en-us)"
-    print(json.dumps(report(runs, args.hold, args.profile, source), indent=2))
+    out = report(runs, args.hold, args.profile, source)
+    out["earlier_history"] = args.history
+    print(json.dumps(out, indent=2))
     return 0
 
 

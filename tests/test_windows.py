@@ -18,6 +18,8 @@ from PySide6.QtWidgets import QAbstractSlider, QApplication
 
 from s2s_desktop.audio.microphone import Microphone
 from s2s_desktop.history import Exchange, History
+from s2s_desktop.pipeline.turns import FinishedTurn
+from s2s_desktop.states import TurnReason
 from s2s_desktop.ui.actions import AppActions
 from s2s_desktop.ui.conversation_window import ConversationWindow, latency_line
 from s2s_desktop.ui.floating_window import FloatingWindow
@@ -91,6 +93,53 @@ def test_the_running_turn_says_listening_then_thinking_then_speaking(qtbot):
     window.show_state("speaking", "Speaking…")
     window.render()
     assert "Paris ▍" in window.view.toPlainText()
+
+
+def drawn_afresh(window: ConversationWindow) -> str:
+    """The window's entries drawn in a new window: what a whole redraw shows."""
+    fresh = ConversationWindow()
+    fresh.entries = dict(window.entries)
+    fresh.state = window.state
+    fresh.render()
+    return fresh.view.toHtml()
+
+
+def test_a_long_history_is_drawn_once_and_the_running_turn_alone_is_redrawn(qtbot, tmp_path):
+    # a whole redraw of 500 earlier exchanges on every streamed word took the GUI thread
+    # 85 ms (240 ms shown), 25 times a second, while the models needed both cores
+    history = long_history(tmp_path / "h.jsonl", n=300)
+    window = ConversationWindow(history, None, history.load()[0])
+    qtbot.addWidget(window)
+    oldest = window.view.document().firstBlock()
+    oldest.setUserState(300)  # a mark a redraw of the oldest exchange would wipe
+    window.show_state("thinking", "Thinking…")
+    window.on_transcript(301, "What is the capital of France?")
+    for delta in ("The capital", " of France", " is Paris."):
+        window.on_reply_delta(301, delta)
+        window.render()
+        assert window.view.toPlainText().rstrip().endswith(
+            "What is the capital of France?\nAssistant\n" + "The capital of France is Paris."[
+                : len(window.entries[301].assistant)] + " ▍")
+    window.on_turn_finished(FinishedTurn(
+        turn=301, transcript="What is the capital of France?",
+        reply="The capital of France is Paris.", reason=TurnReason.OK,
+        timings_ms={"release_to_first_audio": 512.0}))
+    window.on_transcript(302, "And of Italy?")
+    window.on_reply_delta(302, "Rome.")
+    window.render()
+    text = window.view.toPlainText()
+    assert text.count("You ") == 302 and "first audio 512 ms" in text and "Rome. ▍" in text
+    assert window.view.document().firstBlock().userState() == 300  # not drawn again
+    shown = window.view.toHtml().replace(" -qt-user-state:300;", "")
+    assert shown == drawn_afresh(window)  # the same as a whole redraw
+
+    window.on_reply_delta(301, " It is on the Seine.")  # a late word for a finished turn
+    window.render()
+    assert "Paris. It is on the Seine." in window.view.toPlainText()
+    assert window.view.toHtml() == drawn_afresh(window)  # all drawn again: the mark is gone
+    window.clear(confirm=False)
+    assert "The conversation appears here." in window.view.toPlainText()
+    assert "Question 0?" not in window.view.toPlainText()
 
 
 def test_the_latency_line_shows_what_each_stage_took():
