@@ -309,8 +309,11 @@ class ConversationWindow(QWidget):
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cursor.removeSelectedText()
         if not keys:
-            self._insert(cursor, "<p style='color:gray'>Hold the hotkey (or choose Talk) and ask "
-                                 "something. The conversation appears here.</p>")
+            self._insert(
+                cursor,
+                "<p style='color:gray'>Hold the hotkey (or choose Talk) and ask "
+                "something. The conversation appears here.</p>",
+            )
         entries = list(self.entries.values())
         for i in range(len(self._drawn), len(entries)):
             e = entries[i]
