@@ -299,8 +299,8 @@ class ConversationWindow(QWidget):
         """Draw the entries after the leading finished ones already in the view."""
         bar = self.view.verticalScrollBar()
         kept = bar.value()
-        keys = list(self.entries)
-        if keys[: len(self._drawn)] != self._drawn:  # cleared, or an earlier entry changed
+        items = list(self.entries.items())
+        if [k for k, _ in items[: len(self._drawn)]] != self._drawn:  # cleared, or changed
             self._drawn, self._tail_at = [], 0
         if not self._drawn:
             self.view.clear()
@@ -308,19 +308,18 @@ class ConversationWindow(QWidget):
         cursor.setPosition(self._tail_at)
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cursor.removeSelectedText()
-        if not keys:
+        if not items:
             self._insert(
                 cursor,
                 "<p style='color:gray'>Hold the hotkey (or choose Talk) and ask "
                 "something. The conversation appears here.</p>",
             )
-        entries = list(self.entries.values())
-        for i in range(len(self._drawn), len(entries)):
-            e = entries[i]
-            same_error = bool(i and e.error == entries[i - 1].error)
+        for i in range(len(self._drawn), len(items)):
+            key, e = items[i]
+            same_error = bool(i and e.error == items[i - 1][1].error)
             self._insert(cursor, self._entry_html(e, self.state, i, same_error))
             if e.reason and len(self._drawn) == i:  # finished, after finished ones: it stays
-                self._drawn.append(keys[i])
+                self._drawn.append(key)
                 self._tail_at = cursor.position()
         bar.setValue(bar.maximum() if self.follow else kept)
 
